@@ -1,0 +1,3 @@
+//! PLACEHOLDER: the ingest stage.
+pub mod github;
+pub mod linear;

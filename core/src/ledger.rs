@@ -1,0 +1,204 @@
+//! The ledger port: the durable truth about deliveries, threads and tasks.
+//!
+//! The queue only carries task ids; the ledger decides. Its contract (DESIGN §3), which every
+//! backend proves by passing [`crate::conformance`]:
+//! - **Delivery dedupe**: [`Ledger::apply`] records the delivery and applies its effect in one
+//!   atomic step; a second `apply` with the same delivery id changes nothing and says
+//!   [`Applied::Duplicate`]. Delivery records live at least [`DELIVERY_TTL`].
+//! - **One active task per thread**: at most one task per thread key is `dispatched`/`running`,
+//!   and at most one is `queued`. A trigger coalesces into the queued task if there is one,
+//!   otherwise creates it (a follow-up, when one is running).
+//! - **Conditional transitions**: [`Ledger::transition`] reads the task, runs the pure
+//!   [`Task::apply`], and writes only if the task's `version` is unchanged; lost races are retried
+//!   internally, rule violations come back as [`LedgerError::Transition`].
+//!
+//! What it must not do: decide anything the trigger rules decide, or talk to the queue.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::decision::{Effect, ReasonCode};
+use crate::event::Tracker;
+use crate::task::{Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+
+/// How long a delivery id is remembered: GitHub allows redelivery for 3 days; a day of margin.
+pub const DELIVERY_TTL: Duration = Duration::from_secs(4 * 24 * 3600);
+
+/// What the trigger rules need to know about a thread, read just before deciding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSnapshot {
+    /// The queued task, if any (a new trigger coalesces into it).
+    pub queued: Option<TaskId>,
+    /// The dispatched or running task, if any.
+    pub active: Option<TaskId>,
+    /// Tasks created for this thread since the budget window began.
+    pub runs_in_window: u32,
+    /// True when the comment-thread root asked about takes part in an agent conversation.
+    pub participates: bool,
+    /// True when the last assignment event assigned or delegated the issue to the agent.
+    pub assigned_to_agent: bool,
+}
+
+/// A delivery, as handed to [`Ledger::apply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewDelivery {
+    /// The tracker's delivery id.
+    pub id: String,
+    /// The tracker.
+    pub tracker: Tracker,
+    /// Event name and action, e.g. `issue_comment.created` (for operators).
+    pub event: String,
+    /// The thread it concerns, if any.
+    pub thread_key: Option<ThreadKey>,
+    /// The rules' reason (the ledger may refine it, see [`Applied`]).
+    pub reason: ReasonCode,
+}
+
+/// A stored delivery record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    /// The tracker's delivery id.
+    pub id: String,
+    /// The tracker.
+    pub tracker: Tracker,
+    /// Event name and action.
+    pub event: String,
+    /// The thread it concerned, if any.
+    pub thread_key: Option<ThreadKey>,
+    /// The final reason code.
+    pub reason: ReasonCode,
+    /// The task it created, joined or cancelled, if any.
+    pub task_id: Option<TaskId>,
+    /// When it was recorded.
+    pub received_at: Millis,
+    /// When it may be forgotten.
+    pub expires_at: Millis,
+}
+
+/// What [`Ledger::apply`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The delivery id was already recorded: nothing changed.
+    Duplicate,
+    /// Recorded with its reason; nothing else changed.
+    Recorded,
+    /// A new queued task: the caller must put it on the queue.
+    Enqueued(Task),
+    /// The trigger joined this still-queued task (already on the queue).
+    Coalesced(Task),
+    /// These tasks were cancelled or asked to stop.
+    Cancelled(Vec<TaskId>),
+    /// The retraction or stop found nothing unfinished to act on.
+    NothingToCancel,
+}
+
+impl Applied {
+    /// The reason code to store and log for `rules_reason` given this result.
+    pub fn reason(&self, rules_reason: ReasonCode) -> ReasonCode {
+        use crate::decision::IgnoreReason;
+        match self {
+            Applied::Enqueued(_) | Applied::Coalesced(_) if rules_reason == ReasonCode::Deferred => ReasonCode::Deferred,
+            Applied::Enqueued(_) => ReasonCode::Enqueued,
+            Applied::Coalesced(_) => ReasonCode::Coalesced,
+            Applied::Cancelled(_) => ReasonCode::Cancelled,
+            Applied::NothingToCancel => ReasonCode::Ignored(IgnoreReason::NothingToCancel),
+            Applied::Duplicate | Applied::Recorded => rules_reason,
+        }
+    }
+}
+
+/// Which tasks to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only these states (all when empty).
+    pub states: Vec<TaskState>,
+    /// Only this thread.
+    pub thread_key: Option<ThreadKey>,
+    /// At most this many, newest first (all when `None`).
+    pub limit: Option<usize>,
+}
+
+/// Ledger failures.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The transition is not allowed (returned by [`Ledger::transition`]). Not retryable.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// No task with that id (returned by [`Ledger::transition`]). Not retryable.
+    #[error("task {0} not found")]
+    NotFound(TaskId),
+    /// Concurrent writers kept winning past the internal retries. Retryable.
+    #[error("contention on {0}: gave up after retries")]
+    Contention(String),
+    /// The store is unreachable, throttled or failing. Retryable.
+    #[error("ledger unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data could not be read back (a bug or a manual edit). Not retryable.
+    #[error("ledger data corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl LedgerError {
+    /// True when trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LedgerError::Contention(_) | LedgerError::Unavailable(_) => true,
+            LedgerError::Transition(_) | LedgerError::NotFound(_) | LedgerError::Corrupt(_) => false,
+        }
+    }
+}
+
+/// The ledger port. Implementations: `sqlite::SqliteLedger` (feature `sqlite`), DynamoDB (later).
+#[async_trait]
+pub trait Ledger: Send + Sync + fmt::Debug {
+    /// What the rules need to know about `thread_key`: its queued and active tasks, the runs
+    /// created since `window_start`, whether `root_id` (a comment-thread root) takes part in an
+    /// agent conversation, and whether the issue is assigned to the agent.
+    ///
+    /// # Errors
+    /// [`LedgerError::Unavailable`] when the store cannot be read.
+    async fn thread(&self, thread_key: &ThreadKey, root_id: Option<&str>, window_start: Millis)
+        -> Result<ThreadSnapshot, LedgerError>;
+
+    /// Records `delivery` and applies `effect`, atomically. Idempotent per delivery id: a repeat
+    /// returns [`Applied::Duplicate`] and changes nothing. The stored reason is
+    /// `Applied::reason(delivery.reason)`.
+    ///
+    /// # Errors
+    /// [`LedgerError::Unavailable`] / [`LedgerError::Contention`] (retryable; nothing was written).
+    async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError>;
+
+    /// Applies `transition` to task `id` conditionally (see the module docs) and returns the new task.
+    ///
+    /// # Errors
+    /// [`LedgerError::NotFound`], [`LedgerError::Transition`], or a retryable store error.
+    async fn transition(&self, id: &TaskId, transition: &Transition) -> Result<Task, LedgerError>;
+
+    /// One task.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, LedgerError>;
+
+    /// Tasks matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, LedgerError>;
+
+    /// One delivery record.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, LedgerError>;
+
+    /// The newest `limit` delivery records, newest first.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn deliveries(&self, limit: usize) -> Result<Vec<DeliveryRecord>, LedgerError>;
+}

@@ -1,0 +1,1 @@
+//! PLACEHOLDER: signature verification (being written on branch `decode`).
