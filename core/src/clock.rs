@@ -34,11 +34,7 @@ impl Millis {
 
     /// RFC 3339 text (second precision, `Z`), for operators and logs.
     pub fn to_rfc3339(self) -> String {
-        let t = if self.0 >= 0 {
-            UNIX_EPOCH + Duration::from_millis(self.0.unsigned_abs())
-        } else {
-            UNIX_EPOCH
-        };
+        let t = if self.0 >= 0 { UNIX_EPOCH + Duration::from_millis(self.0.unsigned_abs()) } else { UNIX_EPOCH };
         humantime::format_rfc3339_seconds(t).to_string()
     }
 }

@@ -101,7 +101,9 @@ impl Applied {
     pub fn reason(&self, rules_reason: ReasonCode) -> ReasonCode {
         use crate::decision::IgnoreReason;
         match self {
-            Applied::Enqueued(_) | Applied::Coalesced(_) if rules_reason == ReasonCode::Deferred => ReasonCode::Deferred,
+            Applied::Enqueued(_) | Applied::Coalesced(_) if rules_reason == ReasonCode::Deferred => {
+                ReasonCode::Deferred
+            }
             Applied::Enqueued(_) => ReasonCode::Enqueued,
             Applied::Coalesced(_) => ReasonCode::Coalesced,
             Applied::Cancelled(_) => ReasonCode::Cancelled,
@@ -161,8 +163,12 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// [`LedgerError::Unavailable`] when the store cannot be read.
-    async fn thread(&self, thread_key: &ThreadKey, root_id: Option<&str>, window_start: Millis)
-        -> Result<ThreadSnapshot, LedgerError>;
+    async fn thread(
+        &self,
+        thread_key: &ThreadKey,
+        root_id: Option<&str>,
+        window_start: Millis,
+    ) -> Result<ThreadSnapshot, LedgerError>;
 
     /// Records `delivery` and applies `effect`, atomically. Idempotent per delivery id: a repeat
     /// returns [`Applied::Duplicate`] and changes nothing. The stored reason is

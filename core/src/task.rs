@@ -390,7 +390,11 @@ impl Task {
             return Err(self.refuse(what));
         }
         if self.lease_gen != lease_gen {
-            return Err(TransitionError::StaleLease { task: self.id.clone(), held: lease_gen, current: self.lease_gen });
+            return Err(TransitionError::StaleLease {
+                task: self.id.clone(),
+                held: lease_gen,
+                current: self.lease_gen,
+            });
         }
         // An expired lease is still ours until someone else claims it (which bumps the
         // generation); refusing here would turn a slow heartbeat into a lost result.
@@ -512,7 +516,10 @@ mod tests {
     fn happy_path_bumps_generation_and_version() {
         let t = task();
         let claimed = t.apply(&Transition::Claim { lease: LEASE }, Millis(10)).unwrap();
-        assert_eq!((claimed.state, claimed.attempt, claimed.lease_gen, claimed.version), (TaskState::Dispatched, 1, 1, 1));
+        assert_eq!(
+            (claimed.state, claimed.attempt, claimed.lease_gen, claimed.version),
+            (TaskState::Dispatched, 1, 1, 1)
+        );
         assert_eq!(claimed.lease_until, Some(Millis(60_010)));
         let running = claimed.apply(&Transition::Start { lease_gen: 1 }, Millis(20)).unwrap();
         assert_eq!(running.state, TaskState::Running);
