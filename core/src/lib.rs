@@ -18,6 +18,7 @@
 //! No module here reads environment variables or starts a runtime; binaries own configuration.
 
 pub mod clock;
+pub mod config;
 pub mod decision;
 pub mod event;
 pub mod ingest;

@@ -1,3 +1,351 @@
-//! PLACEHOLDER: the ingest stage.
+//! Ingest: one webhook delivery in, one HTTP outcome out.
+//!
+//! `verify → decode → normalize → trigger rules → ledger (conditional) → enqueue → outcome`, the
+//! same function for `beckon serve` and the Lambda functions, so both answer alike. Each step is a
+//! pure function from the sibling modules; this module only sequences them and does the two I/O
+//! calls (ledger, queue). Choices:
+//! - The signature is checked before anything else looks at the body (after the size cap).
+//! - Rejections (4xx) change nothing and are logged at `warn` with a reason, never the body.
+//! - A ledger failure answers 500: nothing was recorded, and Linear retries 500s. GitHub does not
+//!   retry, but a 2xx would claim we recorded something we did not.
+//! - A queue failure after the ledger write still answers 200: the task is recorded as `queued`
+//!   and the sweeper re-enqueues it; answering 5xx would invite a redelivery that dedupes anyway.
+//! - The HTTP mapping (status, short code) lives in [`Outcome::status`] and [`Outcome::code`] only.
+
+pub mod decode;
 pub mod github;
 pub mod linear;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Serialize;
+use tracing::{info, warn, Instrument};
+
+use crate::clock::Clock;
+use crate::decision::ReasonCode;
+use crate::event::{Event, EventKind, Tracker};
+use crate::ledger::{Applied, Ledger, LedgerError, NewDelivery};
+use crate::queue::{Queue, QueueMessage};
+use crate::task::TaskId;
+use crate::trigger::{self, Rules};
+use crate::verify::{self, VerifyError};
+
+use self::decode::DecodeError;
+
+/// Linear's recommended replay window for `webhookTimestamp`.
+pub const LINEAR_REPLAY_WINDOW: Duration = Duration::from_secs(60);
+
+/// Request headers, names compared case-insensitively.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    /// Headers from `(name, value)` pairs.
+    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Headers {
+        Headers(pairs.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect())
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// One webhook delivery as received.
+#[derive(Debug, Clone)]
+pub struct WebhookRequest {
+    /// Which endpoint it arrived on.
+    pub tracker: Tracker,
+    /// Its headers.
+    pub headers: Headers,
+    /// The raw body: exactly the bytes the signature covers.
+    pub body: Vec<u8>,
+}
+
+/// How ingest is configured.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// GitHub webhook secrets; empty disables the GitHub endpoint (404).
+    pub github_secrets: Vec<SecretString>,
+    /// Linear signing secrets; empty disables the Linear endpoint (404).
+    pub linear_secrets: Vec<SecretString>,
+    /// The trigger rules.
+    pub rules: Rules,
+    /// Bodies larger than this get 413.
+    pub max_body_bytes: usize,
+    /// Allowed distance between Linear's `webhookTimestamp` and now.
+    pub linear_replay_window: Duration,
+}
+
+/// The ingest stage with its dependencies. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Ingest {
+    config: IngestConfig,
+    ledger: Arc<dyn Ledger>,
+    queue: Arc<dyn Queue>,
+    clock: Arc<dyn Clock>,
+}
+
+/// Why a request was refused. Nothing was recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// No secret is configured for this tracker: the endpoint is off (404).
+    #[error("endpoint disabled: no webhook secret configured")]
+    Disabled,
+    /// The body exceeds the configured cap (413).
+    #[error("body over {limit} bytes")]
+    TooLarge {
+        /// The cap.
+        limit: usize,
+    },
+    /// Signature or replay-window failure (401).
+    #[error(transparent)]
+    Unauthorized(#[from] VerifyError),
+    /// A content type other than JSON or form (415), or a body that is not the event it claims (400).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A required header is missing (400).
+    #[error("missing header {0}")]
+    MissingHeader(&'static str),
+    /// The transport could not read the body (the client went away, a bad chunk) (400).
+    #[error("body could not be read")]
+    BodyUnreadable,
+}
+
+/// What ingest did with a delivery.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Verified and recorded with this reason (200).
+    Accepted {
+        /// The final reason code.
+        reason: ReasonCode,
+        /// The task created, joined or cancelled, if any.
+        task_id: Option<TaskId>,
+    },
+    /// This delivery id was already recorded: nothing changed (200).
+    Duplicate,
+    /// Refused; nothing changed (4xx).
+    Rejected(Rejection),
+    /// The ledger failed; nothing was recorded (500, so Linear retries).
+    Failed(LedgerError),
+}
+
+/// The small JSON body the webhook caller sees. No internal detail.
+#[derive(Debug, Serialize)]
+pub struct OutcomeBody {
+    /// A short code: a reason code, `duplicate`, or an error code.
+    pub outcome: String,
+    /// The task id, when one was involved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+impl Outcome {
+    /// The HTTP status for this outcome. Linear counts anything but 200 as a failure, so every
+    /// success is exactly 200.
+    pub fn status(&self) -> u16 {
+        match self {
+            Outcome::Accepted { .. } | Outcome::Duplicate => 200,
+            Outcome::Rejected(r) => match r {
+                Rejection::Disabled => 404,
+                Rejection::TooLarge { .. } => 413,
+                Rejection::Unauthorized(_) => 401,
+                Rejection::Decode(DecodeError::UnsupportedMediaType { .. }) => 415,
+                Rejection::Decode(DecodeError::Malformed { .. })
+                | Rejection::MissingHeader(_)
+                | Rejection::BodyUnreadable => 400,
+            },
+            Outcome::Failed(_) => 500,
+        }
+    }
+
+    /// A short stable code for the response body and the log line.
+    pub fn code(&self) -> String {
+        match self {
+            Outcome::Accepted { reason, .. } => reason.to_string(),
+            Outcome::Duplicate => "duplicate".to_owned(),
+            Outcome::Rejected(r) => match r {
+                Rejection::Disabled => "disabled",
+                Rejection::TooLarge { .. } => "too_large",
+                Rejection::Unauthorized(_) => "unauthorized",
+                Rejection::Decode(DecodeError::UnsupportedMediaType { .. }) => "unsupported_media_type",
+                Rejection::Decode(DecodeError::Malformed { .. }) => "malformed",
+                Rejection::MissingHeader(_) => "missing_header",
+                Rejection::BodyUnreadable => "unreadable_body",
+            }
+            .to_owned(),
+            Outcome::Failed(_) => "unavailable".to_owned(),
+        }
+    }
+
+    /// The response body.
+    pub fn body(&self) -> OutcomeBody {
+        let task_id = match self {
+            Outcome::Accepted { task_id, .. } => task_id.as_ref().map(|t| t.to_string()),
+            Outcome::Duplicate | Outcome::Rejected(_) | Outcome::Failed(_) => None,
+        };
+        OutcomeBody { outcome: self.code(), task_id }
+    }
+}
+
+impl Ingest {
+    /// Ingest over the given ledger, queue and clock.
+    pub fn new(config: IngestConfig, ledger: Arc<dyn Ledger>, queue: Arc<dyn Queue>, clock: Arc<dyn Clock>) -> Self {
+        Ingest { config, ledger, queue, clock }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &IngestConfig {
+        &self.config
+    }
+
+    /// True when `tracker`'s endpoint has a secret (and so is on).
+    pub fn enabled(&self, tracker: Tracker) -> bool {
+        !self.secrets(tracker).is_empty()
+    }
+
+    fn secrets(&self, tracker: Tracker) -> &[SecretString] {
+        match tracker {
+            Tracker::Github => &self.config.github_secrets,
+            Tracker::Linear => &self.config.linear_secrets,
+        }
+    }
+
+    /// Handles one delivery end to end and logs one line saying what happened and why.
+    /// Never panics on any input; every outcome is a value.
+    pub async fn handle(&self, req: WebhookRequest) -> Outcome {
+        let span = delivery_span(req.tracker, &req.headers);
+        let outcome = match self.verify_and_decode(&req) {
+            Ok(event) => self.record(event).instrument(span.clone()).await,
+            Err(rejection) => Outcome::Rejected(rejection),
+        };
+        span.in_scope(|| log_outcome(&outcome));
+        outcome
+    }
+
+    /// Refuses a delivery the transport already judged (an over-long body, a disabled endpoint),
+    /// logging it exactly like [`Ingest::handle`] would.
+    pub fn refuse(&self, tracker: Tracker, headers: &Headers, rejection: Rejection) -> Outcome {
+        let outcome = Outcome::Rejected(rejection);
+        delivery_span(tracker, headers).in_scope(|| log_outcome(&outcome));
+        outcome
+    }
+
+    /// The pure half: cap, signature, headers, content type, decode, replay window.
+    fn verify_and_decode(&self, req: &WebhookRequest) -> Result<Event, Rejection> {
+        let secrets = self.secrets(req.tracker);
+        if secrets.is_empty() {
+            return Err(Rejection::Disabled);
+        }
+        if req.body.len() > self.config.max_body_bytes {
+            return Err(Rejection::TooLarge { limit: self.config.max_body_bytes });
+        }
+        match req.tracker {
+            Tracker::Github => {
+                verify::github(secrets, &req.body, req.headers.get("x-hub-signature-256"))?;
+                let event_name = req.headers.get("x-github-event").ok_or(Rejection::MissingHeader("X-GitHub-Event"))?;
+                let delivery =
+                    req.headers.get("x-github-delivery").ok_or(Rejection::MissingHeader("X-GitHub-Delivery"))?;
+                let json = github::payload_bytes(req.headers.get("content-type"), &req.body)?;
+                Ok(github::decode(event_name, delivery, &json)?)
+            }
+            Tracker::Linear => {
+                verify::linear(secrets, &req.body, req.headers.get("linear-signature"))?;
+                let delivery = req.headers.get("linear-delivery").ok_or(Rejection::MissingHeader("Linear-Delivery"))?;
+                let decoded = linear::decode(delivery, &req.body)?;
+                verify::linear_timestamp(decoded.webhook_timestamp, self.clock.now(), self.config.linear_replay_window)?;
+                Ok(decoded.event)
+            }
+        }
+    }
+
+    /// The I/O half: rules over a fresh thread snapshot, the atomic ledger write, the enqueue.
+    async fn record(&self, event: Event) -> Outcome {
+        let rules = &self.config.rules;
+        let now = self.clock.now();
+        let thread = trigger::thread_of(&event, &rules.handle);
+        let snapshot = match &thread {
+            Some((key, root)) => {
+                match self.ledger.thread(key, root.as_deref(), now.minus(rules.budget_window)).await {
+                    Ok(s) => s,
+                    Err(e) => return Outcome::Failed(e),
+                }
+            }
+            None => Default::default(),
+        };
+        let decision = trigger::decide(&event, rules, &snapshot, now);
+        let delivery = NewDelivery {
+            id: format!("{}:{}", event.tracker, event.delivery_id),
+            tracker: event.tracker,
+            event: event_label(&event),
+            thread_key: thread.map(|(key, _)| key),
+            reason: decision.reason,
+        };
+        let applied = match self.ledger.apply(&delivery, &decision.effect).await {
+            Ok(applied) => applied,
+            Err(e) => return Outcome::Failed(e),
+        };
+        let reason = applied.reason(decision.reason);
+        match applied {
+            Applied::Duplicate => Outcome::Duplicate,
+            Applied::Enqueued(task) => {
+                let msg = QueueMessage { task_id: task.id.clone(), group: task.thread_key.clone() };
+                if let Err(e) = self.queue.send(&msg).await {
+                    warn!(task_id = %task.id, error = %e, "enqueue failed; the task stays queued for the sweeper");
+                }
+                Outcome::Accepted { reason, task_id: Some(task.id) }
+            }
+            Applied::Coalesced(task) => Outcome::Accepted { reason, task_id: Some(task.id) },
+            Applied::Cancelled(ids) => Outcome::Accepted { reason, task_id: ids.into_iter().next() },
+            Applied::Recorded | Applied::NothingToCancel => Outcome::Accepted { reason, task_id: None },
+        }
+    }
+}
+
+fn delivery_span(tracker: Tracker, headers: &Headers) -> tracing::Span {
+    let delivery_header = match tracker {
+        Tracker::Github => "x-github-delivery",
+        Tracker::Linear => "linear-delivery",
+    };
+    let delivery_id = headers.get(delivery_header).unwrap_or("");
+    tracing::info_span!("delivery", %tracker, delivery_id = %delivery_id)
+}
+
+fn log_outcome(outcome: &Outcome) {
+    match outcome {
+        Outcome::Accepted { reason, task_id } => {
+            info!(outcome = %reason, task_id = task_id.as_ref().map(|t| t.as_str()), "delivery accepted");
+        }
+        Outcome::Duplicate => info!(outcome = "duplicate", "delivery already recorded"),
+        Outcome::Rejected(r) => {
+            warn!(status = outcome.status(), outcome = %outcome.code(), reason = %r, "delivery rejected");
+        }
+        Outcome::Failed(e) => warn!(status = 500, error = %e, "ledger unavailable: delivery not recorded"),
+    }
+}
+
+/// `issue_comment.created`-style label for operators.
+fn event_label(event: &Event) -> String {
+    match &event.kind {
+        EventKind::Comment(c) => {
+            let action = match c.comment.placement {
+                crate::event::Placement::ReviewThread { .. } => "review_comment",
+                crate::event::Placement::TopLevel | crate::event::Placement::Reply { .. } => "comment",
+            };
+            let verb = match c.action {
+                crate::event::CommentAction::Created => "created",
+                crate::event::CommentAction::Edited { .. } => "edited",
+                crate::event::CommentAction::Deleted => "deleted",
+            };
+            format!("{action}.{verb}")
+        }
+        EventKind::Assignment(_) => "assignment".to_owned(),
+        EventKind::AgentSession(s) => format!("agent_session.{}", s.action),
+        EventKind::Unrouted(u) => match &u.action {
+            Some(a) => format!("{}.{a}", u.event),
+            None => u.event.clone(),
+        },
+    }
+}

@@ -1,0 +1,313 @@
+//! Settings: the operating interface of DESIGN §7, parsed once into one typed value.
+//!
+//! Every Beckon binary (`beckon serve`, `beckon worker`, the Lambda functions) reads the same
+//! variable names, so they live here as constants ([`vars`]) and the infra template can be checked
+//! against them. This module never touches `std::env` itself: binaries pass a lookup function
+//! (`|k| std::env::var(k).ok()`), tests pass a map. An optional `beckon.toml` may supply the same
+//! keys (lowercase, without the `BECKON_` prefix); the environment wins over the file.
+//! Secrets are [`SecretString`]s: `Debug` redacts them and nothing here logs them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use crate::trigger::Rules;
+
+/// The variable names (a contract: docs, tests and deploy scripts rely on them).
+pub mod vars {
+    /// `beckon serve` listen address.
+    pub const LISTEN: &str = "BECKON_LISTEN";
+    /// Embedded state directory (SQLite file, mirrors, workdirs).
+    pub const DATA_DIR: &str = "BECKON_DATA_DIR";
+    /// `sqlite` or `aws`.
+    pub const BACKEND: &str = "BECKON_BACKEND";
+    /// The mention handle without `@`.
+    pub const AGENT_HANDLE: &str = "BECKON_AGENT_HANDLE";
+    /// GitHub webhook secret.
+    pub const GITHUB_WEBHOOK_SECRET: &str = "BECKON_GITHUB_WEBHOOK_SECRET";
+    /// A second GitHub webhook secret accepted during rotation.
+    pub const GITHUB_WEBHOOK_SECRET_PREVIOUS: &str = "BECKON_GITHUB_WEBHOOK_SECRET_PREVIOUS";
+    /// Linear webhook signing secret.
+    pub const LINEAR_WEBHOOK_SECRET: &str = "BECKON_LINEAR_WEBHOOK_SECRET";
+    /// A second Linear signing secret accepted during rotation.
+    pub const LINEAR_WEBHOOK_SECRET_PREVIOUS: &str = "BECKON_LINEAR_WEBHOOK_SECRET_PREVIOUS";
+    /// `json` for JSON log lines; anything else is human-readable text.
+    pub const LOG_FORMAT: &str = "BECKON_LOG_FORMAT";
+    /// Webhook bodies larger than this many bytes get 413.
+    pub const MAX_BODY_BYTES: &str = "BECKON_MAX_BODY_BYTES";
+    /// Comma-separated GitHub logins Beckon writes as (e.g. `beckon[bot]`): loop guard.
+    pub const GITHUB_BOT_LOGINS: &str = "BECKON_GITHUB_BOT_LOGINS";
+    /// Beckon's GitHub App id (also the loop guard's `performed_via_github_app.id`).
+    pub const GITHUB_APP_ID: &str = "BECKON_GITHUB_APP_ID";
+    /// Comma-separated GitHub logins whose assignment means "assigned to the agent".
+    pub const GITHUB_AGENT_LOGINS: &str = "BECKON_GITHUB_AGENT_LOGINS";
+    /// Comma-separated Linear app user ids (one per workspace): loop guard and delegation.
+    pub const LINEAR_APP_USER_IDS: &str = "BECKON_LINEAR_APP_USER_IDS";
+    /// Comma-separated bot logins allowed to trigger.
+    pub const BOT_ALLOW_LIST: &str = "BECKON_BOT_ALLOW_LIST";
+    /// Runs per thread per hour before the loop guard stops new tasks.
+    pub const MAX_RUNS_PER_HOUR: &str = "BECKON_MAX_RUNS_PER_HOUR";
+    /// Path of the optional `beckon.toml`.
+    pub const CONFIG_FILE: &str = "BECKON_CONFIG";
+
+    /// Every name above, for consistency checks against deploy templates.
+    pub const ALL: [&str; 17] = [
+        LISTEN,
+        DATA_DIR,
+        BACKEND,
+        AGENT_HANDLE,
+        GITHUB_WEBHOOK_SECRET,
+        GITHUB_WEBHOOK_SECRET_PREVIOUS,
+        LINEAR_WEBHOOK_SECRET,
+        LINEAR_WEBHOOK_SECRET_PREVIOUS,
+        LOG_FORMAT,
+        MAX_BODY_BYTES,
+        GITHUB_BOT_LOGINS,
+        GITHUB_APP_ID,
+        GITHUB_AGENT_LOGINS,
+        LINEAR_APP_USER_IDS,
+        BOT_ALLOW_LIST,
+        MAX_RUNS_PER_HOUR,
+        CONFIG_FILE,
+    ];
+}
+
+/// Default `beckon serve` address: loopback, so a fresh install exposes nothing.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+/// Default body cap: comment webhooks are a few KiB; GitHub caps at 25 MB and a Lambda function
+/// URL at 6 MB, so 5 MiB refuses nothing real and bounds memory per request.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
+/// Default run budget per thread per hour: enough for a busy human conversation, few enough that
+/// two bots mentioning each other stop within minutes.
+pub const DEFAULT_MAX_RUNS_PER_HOUR: u32 = 10;
+/// Trigger bodies are stored up to this many characters: GitHub's own comment limit.
+pub const MAX_TRIGGER_BODY_CHARS: usize = 65_536;
+
+/// Which ledger and queue to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite file under the data dir (the embedded default).
+    Sqlite,
+    /// DynamoDB + SQS.
+    Aws,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Everything a Beckon process is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `beckon serve` address.
+    pub listen: SocketAddr,
+    /// Embedded state directory.
+    pub data_dir: PathBuf,
+    /// Explicit backend choice, if any (each command has its own default).
+    pub backend: Option<Backend>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// GitHub webhook secrets (current first); empty disables the GitHub endpoint.
+    pub github_secrets: Vec<SecretString>,
+    /// Linear signing secrets (current first); empty disables the Linear endpoint.
+    pub linear_secrets: Vec<SecretString>,
+    /// Body cap in bytes.
+    pub max_body_bytes: usize,
+    /// The trigger rules' configuration.
+    pub rules: Rules,
+}
+
+/// A setting that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value did not parse. Fix the variable (or `beckon.toml` key) it names.
+    #[error("{name}: {reason}")]
+    Invalid {
+        /// The variable name.
+        name: &'static str,
+        /// What is wrong (never the value itself: it may be a secret).
+        reason: String,
+    },
+    /// `beckon.toml` could not be read or parsed.
+    #[error("config file {path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Settings {
+    /// Parses settings from `lookup` (the environment) and, if given, the text of a `beckon.toml`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first bad variable or the file.
+    pub fn load(
+        lookup: impl Fn(&str) -> Option<String>,
+        file: Option<(PathBuf, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let file_values = match file {
+            Some((path, text)) => parse_file(&text).map_err(|reason| ConfigError::File { path, reason })?,
+            None => BTreeMap::new(),
+        };
+        let get = |name: &str| -> Option<String> {
+            lookup(name).or_else(|| {
+                let key = name.trim_start_matches("BECKON_").to_ascii_lowercase();
+                file_values.get(&key).cloned()
+            })
+        };
+        let handle = get(vars::AGENT_HANDLE).unwrap_or_else(|| "agent".to_owned());
+        let handle = handle.trim().trim_start_matches('@').to_owned();
+        if handle.is_empty() || !handle.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(invalid(vars::AGENT_HANDLE, "must be letters, digits, '-' or '_'"));
+        }
+        let listen = get(vars::LISTEN).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen.parse().map_err(|e| invalid(vars::LISTEN, format!("not a socket address: {e}")))?;
+        let backend = match get(vars::BACKEND).as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some("sqlite") => Some(Backend::Sqlite),
+            Some("aws") => Some(Backend::Aws),
+            Some(_) => return Err(invalid(vars::BACKEND, "must be `sqlite` or `aws`")),
+        };
+        let log_format = match get(vars::LOG_FORMAT).as_deref() {
+            Some("json") => LogFormat::Json,
+            Some(_) | None => LogFormat::Text,
+        };
+        let secrets = |current: &str, previous: &str| -> Vec<SecretString> {
+            [get(current), get(previous)].into_iter().flatten().filter(|s| !s.is_empty()).map(SecretString::from).collect()
+        };
+        let agent_logins = list(get(vars::GITHUB_AGENT_LOGINS));
+        Ok(Settings {
+            listen,
+            data_dir: PathBuf::from(get(vars::DATA_DIR).unwrap_or_else(|| "./.beckon".to_owned())),
+            backend,
+            log_format,
+            github_secrets: secrets(vars::GITHUB_WEBHOOK_SECRET, vars::GITHUB_WEBHOOK_SECRET_PREVIOUS),
+            linear_secrets: secrets(vars::LINEAR_WEBHOOK_SECRET, vars::LINEAR_WEBHOOK_SECRET_PREVIOUS),
+            max_body_bytes: number(get(vars::MAX_BODY_BYTES), vars::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
+            rules: Rules {
+                own_logins: list(get(vars::GITHUB_BOT_LOGINS)),
+                own_app_id: get(vars::GITHUB_APP_ID)
+                    .map(|v| v.trim().parse().map_err(|_| invalid(vars::GITHUB_APP_ID, "must be a number")))
+                    .transpose()?,
+                own_linear_user_ids: list(get(vars::LINEAR_APP_USER_IDS)),
+                bot_allow_list: list(get(vars::BOT_ALLOW_LIST)),
+                agent_logins: if agent_logins.is_empty() { vec![handle.clone()] } else { agent_logins },
+                max_runs_per_window: number(
+                    get(vars::MAX_RUNS_PER_HOUR),
+                    vars::MAX_RUNS_PER_HOUR,
+                    DEFAULT_MAX_RUNS_PER_HOUR,
+                )?,
+                budget_window: Duration::from_secs(3600),
+                max_body_chars: MAX_TRIGGER_BODY_CHARS,
+                handle,
+            },
+        })
+    }
+
+    /// The SQLite file under the data dir.
+    pub fn sqlite_path(&self) -> PathBuf {
+        self.data_dir.join("beckon.db")
+    }
+}
+
+fn invalid(name: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { name, reason: reason.into() }
+}
+
+fn list(value: Option<String>) -> Vec<String> {
+    value
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn number<T: std::str::FromStr>(value: Option<String>, name: &'static str, default: T) -> Result<T, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| invalid(name, "must be a non-negative integer")),
+    }
+}
+
+/// Reads a flat `beckon.toml` (string, integer or boolean values; arrays of strings become lists).
+fn parse_file(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_owned())?;
+    let mut out = BTreeMap::new();
+    for (key, value) in table {
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Array(items) => {
+                let mut parts = Vec::new();
+                for item in items {
+                    match item {
+                        toml::Value::String(s) => parts.push(s),
+                        other => return Err(format!("{key}: list items must be strings, found {}", other.type_str())),
+                    }
+                }
+                parts.join(",")
+            }
+            other => return Err(format!("{key}: unsupported value type {}", other.type_str())),
+        };
+        out.insert(key, text);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    fn load(pairs: &[(&str, &str)], file: Option<&str>) -> Result<Settings, ConfigError> {
+        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Settings::load(|k| map.get(k).cloned(), file.map(|t| (PathBuf::from("beckon.toml"), t.to_owned())))
+    }
+
+    #[test]
+    fn defaults_follow_the_operating_interface() {
+        let s = load(&[], None).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8787");
+        assert_eq!(s.data_dir, PathBuf::from("./.beckon"));
+        assert_eq!(s.rules.handle, "agent");
+        assert_eq!(s.rules.agent_logins, vec!["agent".to_owned()]);
+        assert!(s.github_secrets.is_empty() && s.linear_secrets.is_empty());
+        assert_eq!(s.backend, None);
+    }
+
+    #[test]
+    fn environment_wins_over_the_file_and_lists_split() {
+        let file = "agent_handle = \"bot\"\nmax_runs_per_hour = 3\ngithub_bot_logins = [\"beckon[bot]\", \"ci\"]\n";
+        let s = load(&[("BECKON_AGENT_HANDLE", "@helper"), ("BECKON_GITHUB_WEBHOOK_SECRET", "s3")], Some(file)).unwrap();
+        assert_eq!(s.rules.handle, "helper");
+        assert_eq!(s.rules.max_runs_per_window, 3);
+        assert_eq!(s.rules.own_logins, vec!["beckon[bot]".to_owned(), "ci".to_owned()]);
+        assert_eq!(s.github_secrets.len(), 1);
+        assert_eq!(s.github_secrets[0].expose_secret(), "s3");
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_but_not_the_value() {
+        let err = load(&[("BECKON_LISTEN", "nowhere")], None).unwrap_err().to_string();
+        assert!(err.starts_with("BECKON_LISTEN:"), "{err}");
+        let err = load(&[("BECKON_BACKEND", "postgres")], None).unwrap_err().to_string();
+        assert!(err.contains("BECKON_BACKEND") && !err.contains("postgres"), "{err}");
+        assert!(load(&[("BECKON_AGENT_HANDLE", "a b")], None).is_err());
+        assert!(load(&[], Some("x = [")).is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let s = load(&[("BECKON_LINEAR_WEBHOOK_SECRET", "hunter2-very-secret")], None).unwrap();
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

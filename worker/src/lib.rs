@@ -1,0 +1,13 @@
+//! The `beckon` binary's library: the process-level stages that sit on top of `beckon-core`.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`serve`] | `beckon serve`: the HTTP edge over the embedded SQLite store |
+//! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
+//! | [`logging`] | the process's one tracing subscriber |
+//!
+//! `main.rs` only parses the command line and calls into these.
+
+pub mod logging;
+pub mod operator;
+pub mod serve;
