@@ -31,6 +31,10 @@ impl Decision {
 
 /// What the ledger applies, atomically with recording the delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one short-lived value per delivery, never stored in bulk; boxing would only add an allocation"
+)]
 pub enum Effect {
     /// Record the delivery and its reason; change nothing else.
     Nothing,
