@@ -33,7 +33,7 @@ async fn real_github_examples_create_exactly_the_tasks_the_rules_say() {
     let b = Beckon::start(&[]);
     let c = client();
     let issue = fixture("github/issue_comment.created.json");
-    let pr = fixture("github/issue_comment.created.pull_request.json");
+    let pr = fixture("github/issue_comment.created.pull_request.derived.json");
     let review = fixture("github/pull_request_review_comment.created.json");
     assert!(issue["issue"].get("pull_request").is_none() && pr["issue"].get("pull_request").is_some());
 
