@@ -30,8 +30,6 @@ impl Decision {
 }
 
 /// What the ledger applies, atomically with recording the delivery.
-// One per delivery, moved once into the ledger: boxing the trigger would buy nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(
     clippy::large_enum_variant,
