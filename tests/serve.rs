@@ -132,8 +132,22 @@ async fn the_same_delivery_twenty_times_creates_one_task() {
     }
     assert_eq!(outcomes[0], "enqueued");
     assert!(outcomes[1..].iter().all(|o| o == "duplicate"), "{outcomes:?}");
-    assert_eq!(b.tasks().len(), 1);
+    let tasks = b.tasks();
+    assert_eq!(tasks.len(), 1);
     assert_eq!(b.deliveries().len(), 1);
+
+    // The operator's view of that one task names its thread, state and trigger comment.
+    let id = tasks[0]["id"].as_str().unwrap();
+    let shown = b.cli(&["tasks", "show", id]);
+    let comment = payload["comment"]["id"].to_string();
+    for needle in [id, "queued", "github:Codertocat/Hello-World#1:agent", comment.as_str()] {
+        assert!(shown.contains(needle), "`tasks show` lacks {needle}:\n{shown}");
+    }
+    let table = b.cli(&["tasks", "list"]);
+    assert!(table.lines().count() == 2 && table.contains(id), "{table}");
+    let missing = b.cli_output(&["tasks", "show", "t_nope"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no task t_nope"));
 }
 
 #[tokio::test]
