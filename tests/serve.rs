@@ -3,6 +3,9 @@
 //! binary over HTTP; what it decided is read back with `beckon tasks list --json` and
 //! `beckon deliveries list --json`, the way an operator would.
 
+// A test crate: helpers panic on unexpected shapes, which fails the test with a message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use pretty_assertions::assert_eq;
@@ -33,8 +36,12 @@ async fn real_github_examples_create_exactly_the_tasks_the_rules_say() {
     let b = Beckon::start(&[]);
     let c = client();
     let issue = fixture("github/issue_comment.created.json");
-    let pr = fixture("github/issue_comment.created.pull_request.json");
     let review = fixture("github/pull_request_review_comment.created.json");
+    // The derived PR-conversation example reuses issue #1's number and comment id; put it on the
+    // pull request the review-comment example belongs to, as a distinct comment.
+    let mut pr = fixture("github/issue_comment.created.pull_request.derived.json");
+    pr["issue"]["number"] = review["pull_request"]["number"].clone();
+    pr["comment"]["id"] = json!(492_700_401);
     assert!(issue["issue"].get("pull_request").is_none() && pr["issue"].get("pull_request").is_some());
 
     let mut sends = vec![
@@ -145,7 +152,8 @@ async fn bad_requests_get_the_right_status_change_nothing_and_say_why_in_the_log
         ]
     };
     let wrong = support::github_signature("not-the-secret", &good);
-    let cases: Vec<(&str, Vec<(&str, String)>, Vec<u8>, u16, &str)> = vec![
+    type Headers = Vec<(&'static str, String)>;
+    let cases: Vec<(&str, Headers, Vec<u8>, u16, &str)> = vec![
         ("wrong signature", base_headers(&wrong, "application/json"), good.clone(), 401, "unauthorized"),
         (
             "missing signature",

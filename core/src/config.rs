@@ -183,7 +183,12 @@ impl Settings {
             Some(_) | None => LogFormat::Text,
         };
         let secrets = |current: &str, previous: &str| -> Vec<SecretString> {
-            [get(current), get(previous)].into_iter().flatten().filter(|s| !s.is_empty()).map(SecretString::from).collect()
+            [get(current), get(previous)]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .map(SecretString::from)
+                .collect()
         };
         let agent_logins = list(get(vars::GITHUB_AGENT_LOGINS));
         Ok(Settings {
@@ -214,9 +219,9 @@ impl Settings {
         })
     }
 
-    /// The SQLite file under the data dir.
+    /// The SQLite file under the data dir (`sqlite::DB_FILE_NAME`).
     pub fn sqlite_path(&self) -> PathBuf {
-        self.data_dir.join("beckon.db")
+        self.data_dir.join("beckon.sqlite3")
     }
 }
 
@@ -242,21 +247,17 @@ fn parse_file(text: &str) -> Result<BTreeMap<String, String>, String> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_owned())?;
     let mut out = BTreeMap::new();
     for (key, value) in table {
-        let text = match value {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            toml::Value::Array(items) => {
-                let mut parts = Vec::new();
-                for item in items {
-                    match item {
-                        toml::Value::String(s) => parts.push(s),
-                        other => return Err(format!("{key}: list items must be strings, found {}", other.type_str())),
-                    }
-                }
-                parts.join(",")
-            }
-            other => return Err(format!("{key}: unsupported value type {}", other.type_str())),
+        let text = if let Some(s) = value.as_str() {
+            s.to_owned()
+        } else if let Some(i) = value.as_integer() {
+            i.to_string()
+        } else if let Some(b) = value.as_bool() {
+            b.to_string()
+        } else if let Some(items) = value.as_array() {
+            let parts: Option<Vec<&str>> = items.iter().map(toml::Value::as_str).collect();
+            parts.ok_or_else(|| format!("{key}: list items must be strings"))?.join(",")
+        } else {
+            return Err(format!("{key}: unsupported value type {}", value.type_str()));
         };
         out.insert(key, text);
     }
@@ -287,7 +288,8 @@ mod tests {
     #[test]
     fn environment_wins_over_the_file_and_lists_split() {
         let file = "agent_handle = \"bot\"\nmax_runs_per_hour = 3\ngithub_bot_logins = [\"beckon[bot]\", \"ci\"]\n";
-        let s = load(&[("BECKON_AGENT_HANDLE", "@helper"), ("BECKON_GITHUB_WEBHOOK_SECRET", "s3")], Some(file)).unwrap();
+        let s =
+            load(&[("BECKON_AGENT_HANDLE", "@helper"), ("BECKON_GITHUB_WEBHOOK_SECRET", "s3")], Some(file)).unwrap();
         assert_eq!(s.rules.handle, "helper");
         assert_eq!(s.rules.max_runs_per_window, 3);
         assert_eq!(s.rules.own_logins, vec!["beckon[bot]".to_owned(), "ci".to_owned()]);

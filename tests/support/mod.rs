@@ -2,7 +2,9 @@
 //! free port, sign and send webhooks the way GitHub and Linear do, and read back what the binary
 //! decided through its operator commands and its JSON logs. Every wait has a deadline.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
+// Each test binary uses a different part of this module; and in test support a failed setup step
+// is a failed test, so panicking with a message is the contract.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -42,10 +44,8 @@ fn bin() -> PathBuf {
 impl Beckon {
     /// Starts `beckon serve` with both secrets set plus `extra` variables.
     pub fn start(extra: &[(&str, &str)]) -> Beckon {
-        let mut env = vec![
-            ("BECKON_GITHUB_WEBHOOK_SECRET", GITHUB_SECRET),
-            ("BECKON_LINEAR_WEBHOOK_SECRET", LINEAR_SECRET),
-        ];
+        let mut env =
+            vec![("BECKON_GITHUB_WEBHOOK_SECRET", GITHUB_SECRET), ("BECKON_LINEAR_WEBHOOK_SECRET", LINEAR_SECRET)];
         env.extend_from_slice(extra);
         Beckon::start_with(&env)
     }
@@ -82,7 +82,10 @@ impl Beckon {
                 break addr;
             }
             if let Some(status) = child.try_wait().expect("try_wait") {
-                panic!("beckon serve exited with {status} before listening; logs:\n{}", logs.lock().unwrap().join("\n"));
+                panic!(
+                    "beckon serve exited with {status} before listening; logs:\n{}",
+                    logs.lock().unwrap().join("\n")
+                );
             }
             assert!(Instant::now() < deadline, "beckon serve did not listen within {START_TIMEOUT:?}");
             std::thread::sleep(Duration::from_millis(20));

@@ -255,7 +255,11 @@ impl Ingest {
                 verify::linear(secrets, &req.body, req.headers.get("linear-signature"))?;
                 let delivery = req.headers.get("linear-delivery").ok_or(Rejection::MissingHeader("Linear-Delivery"))?;
                 let decoded = linear::decode(delivery, &req.body)?;
-                verify::linear_timestamp(decoded.webhook_timestamp, self.clock.now(), self.config.linear_replay_window)?;
+                verify::linear_timestamp(
+                    decoded.webhook_timestamp,
+                    self.clock.now(),
+                    self.config.linear_replay_window,
+                )?;
                 Ok(decoded.event)
             }
         }
@@ -267,12 +271,10 @@ impl Ingest {
         let now = self.clock.now();
         let thread = trigger::thread_of(&event, &rules.handle);
         let snapshot = match &thread {
-            Some((key, root)) => {
-                match self.ledger.thread(key, root.as_deref(), now.minus(rules.budget_window)).await {
-                    Ok(s) => s,
-                    Err(e) => return Outcome::Failed(e),
-                }
-            }
+            Some((key, root)) => match self.ledger.thread(key, root.as_deref(), now.minus(rules.budget_window)).await {
+                Ok(s) => s,
+                Err(e) => return Outcome::Failed(e),
+            },
             None => Default::default(),
         };
         let decision = trigger::decide(&event, rules, &snapshot, now);

@@ -1,1 +1,149 @@
-//! PLACEHOLDER (branch `sqlite`).
+//! The embedded backend: the ledger and the queue in one SQLite file (WAL), for `beckon serve` and
+//! single-VM installs. Same contracts as DynamoDB + SQS, proven by [`crate::conformance`].
+//!
+//! [`open`] creates the file (and its directory), sets `journal_mode=WAL`, `busy_timeout` and
+//! `foreign_keys`, and migrates the schema by `PRAGMA user_version` inside a `BEGIN IMMEDIATE`
+//! transaction, so two processes opening one file at once migrate it once. Each handle owns one
+//! connection behind a `std::sync::Mutex` and runs every call on `spawn_blocking`; every write is
+//! `BEGIN IMMEDIATE`, so writers serialize across tasks and processes (WAL keeps readers unblocked).
+//! Schema v1: `tasks` (queried columns + the whole task as JSON, the JSON being the record),
+//! `deliveries`, `threads` (assigned flag), `participations`, `queue_messages` (see [`SqliteQueue`]).
+
+mod ledger;
+mod queue;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use crate::clock::Clock;
+use crate::ledger::LedgerError;
+
+pub use ledger::SqliteLedger;
+pub use queue::SqliteQueue;
+
+/// The file name `beckon serve` uses under `BECKON_DATA_DIR`.
+pub const DB_FILE_NAME: &str = "beckon.sqlite3";
+
+/// How long a write waits for another writer (another task or process) before giving up with
+/// [`LedgerError::Unavailable`]: transactions here take milliseconds, so 10 s means something is stuck.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema this build writes; a file with a newer version is refused rather than misread.
+const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE tasks (
+    id          TEXT PRIMARY KEY,
+    thread_key  TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    version     INTEGER NOT NULL,
+    body        TEXT NOT NULL
+);
+CREATE INDEX tasks_by_thread ON tasks (thread_key, state);
+CREATE INDEX tasks_by_created ON tasks (created_at);
+
+CREATE TABLE deliveries (
+    id          TEXT PRIMARY KEY,
+    tracker     TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    thread_key  TEXT,
+    reason      TEXT NOT NULL,
+    task_id     TEXT REFERENCES tasks (id),
+    received_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+);
+CREATE INDEX deliveries_by_received ON deliveries (received_at);
+CREATE INDEX deliveries_by_expiry ON deliveries (expires_at);
+
+CREATE TABLE threads (
+    thread_key  TEXT PRIMARY KEY,
+    assigned    INTEGER NOT NULL
+);
+
+CREATE TABLE participations (
+    thread_key  TEXT NOT NULL,
+    root_id     TEXT NOT NULL,
+    PRIMARY KEY (thread_key, root_id)
+);
+
+CREATE TABLE queue_messages (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id       TEXT NOT NULL UNIQUE,
+    grp           TEXT NOT NULL,
+    sent_at       INTEGER NOT NULL,
+    visible_at    INTEGER NOT NULL,
+    receipt       TEXT,
+    receive_count INTEGER NOT NULL,
+    deleted_at    INTEGER
+);
+CREATE INDEX queue_live_by_group ON queue_messages (grp, seq) WHERE deleted_at IS NULL;
+";
+
+/// Opens (creating and migrating when needed) the database file at `path` and returns the ledger
+/// and queue handles over it. Several `open`s of one file, in one process or several, are safe.
+/// The ledger reads "now" from `clock`; the queue uses the system clock, as SQS does.
+///
+/// # Errors
+/// [`LedgerError::Unavailable`] when the file or its directory cannot be created or opened;
+/// [`LedgerError::Corrupt`] when it is not a database or was written by a newer schema.
+pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<(SqliteLedger, SqliteQueue), LedgerError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| LedgerError::Unavailable(format!("creating {}: {e}", dir.display())))?;
+    }
+    let mut first = connect(path)?;
+    migrate(&mut first)?;
+    let second = connect(path)?;
+    Ok((SqliteLedger::new(first, clock), SqliteQueue::new(second)))
+}
+
+fn connect(path: &Path) -> Result<Connection, LedgerError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(LedgerError::Unavailable(format!("{}: journal_mode is {mode}, not wal", path.display())));
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version == 0 {
+        tx.execute_batch(SCHEMA_V1)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    } else if version != SCHEMA_VERSION {
+        return Err(LedgerError::Corrupt(format!(
+            "schema version {version} is not {SCHEMA_VERSION}: written by another Beckon version"
+        )));
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The one place a SQLite error becomes a ledger error: damaged files and unreadable values are
+/// [`LedgerError::Corrupt`]; everything else (busy past the timeout, I/O, full disk) is
+/// [`LedgerError::Unavailable`], which callers retry.
+impl From<rusqlite::Error> for LedgerError {
+    fn from(e: rusqlite::Error) -> Self {
+        let damaged = matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase));
+        let unreadable = matches!(
+            &e,
+            rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::IntegralValueOutOfRange(..)
+        );
+        if damaged || unreadable {
+            LedgerError::Corrupt(e.to_string())
+        } else {
+            LedgerError::Unavailable(e.to_string())
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! PLACEHOLDER (branch `sqlite`).

@@ -1,0 +1,437 @@
+//! [`SqliteLedger`]: the [`Ledger`] port over the `tasks`, `deliveries`, `threads` and
+//! `participations` tables.
+//!
+//! Each `apply` and `transition` is one `BEGIN IMMEDIATE` transaction, so the version check in
+//! `UPDATE … WHERE version = ?` can only fail if the file was edited outside Beckon; it is kept so
+//! the write path has the same shape as DynamoDB's conditional writes. State rules live in
+//! [`Task::apply`], never here. Choices the contract leaves open:
+//! - expired deliveries are purged by every new `apply` and never returned by reads;
+//! - a coalesced trigger from an author whose permission is deferred makes the task deferred;
+//! - retracting one of several triggers drops it and reports [`Applied::Recorded`] (nothing was
+//!   cancelled); retracting the last one cancels the task but keeps its trigger list for operators;
+//! - a claim while another task of the thread holds a live lease is refused as
+//!   [`TransitionError::NotAllowed`] (`cannot claim in state queued`).
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use crate::clock::{Clock, Millis};
+use crate::decision::{Effect, NewTrigger};
+use crate::event::Tracker;
+use crate::ledger::{
+    Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
+};
+use crate::task::{CancelReason, Permission, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+
+/// How often [`Ledger::transition`] re-reads and retries after losing a conditional write.
+const TRANSITION_ATTEMPTS: usize = 3;
+
+const UNFINISHED: [TaskState; 3] = [TaskState::Queued, TaskState::Dispatched, TaskState::Running];
+const ACTIVE: [TaskState; 2] = [TaskState::Dispatched, TaskState::Running];
+
+/// The SQLite ledger. Cheap to clone; clones share one connection. Build it with [`super::open`].
+#[derive(Debug, Clone)]
+pub struct SqliteLedger {
+    conn: Arc<Mutex<Connection>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl SqliteLedger {
+    pub(super) fn new(conn: Connection, clock: Arc<dyn Clock>) -> SqliteLedger {
+        SqliteLedger { conn: Arc::new(Mutex::new(conn)), clock }
+    }
+
+    /// Runs `f` on the connection off the async runtime, with "now" read once the lock is held.
+    async fn run<T, F>(&self, f: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, Millis) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let clock = Arc::clone(&self.clock);
+        tokio::task::spawn_blocking(move || {
+            let mut guard =
+                conn.lock().map_err(|_| LedgerError::Unavailable("ledger connection lock poisoned".into()))?;
+            f(&mut guard, clock.now())
+        })
+        .await
+        .map_err(|e| LedgerError::Unavailable(format!("ledger call did not finish: {e}")))?
+    }
+}
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn thread(
+        &self,
+        thread_key: &ThreadKey,
+        root_id: Option<&str>,
+        window_start: Millis,
+    ) -> Result<ThreadSnapshot, LedgerError> {
+        let key = thread_key.clone();
+        let root = root_id.map(str::to_owned);
+        self.run(move |conn, _now| {
+            let tx = conn.transaction()?;
+            let queued = tasks_in(&tx, &key, &[TaskState::Queued])?.into_iter().next().map(|t| t.id);
+            let active = tasks_in(&tx, &key, &ACTIVE)?.into_iter().next_back().map(|t| t.id);
+            let runs: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM tasks WHERE thread_key = ?1 AND created_at >= ?2",
+                params![key.as_str(), window_start.0],
+                |r| r.get(0),
+            )?;
+            let participates = match &root {
+                Some(root) => tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM participations WHERE thread_key = ?1 AND root_id = ?2)",
+                    params![key.as_str(), root],
+                    |r| r.get(0),
+                )?,
+                None => false,
+            };
+            let assigned: Option<bool> = tx
+                .query_row("SELECT assigned FROM threads WHERE thread_key = ?1", [key.as_str()], |r| r.get(0))
+                .optional()?;
+            Ok(ThreadSnapshot {
+                queued,
+                active,
+                runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
+                participates,
+                assigned_to_agent: assigned.unwrap_or(false),
+            })
+        })
+        .await
+    }
+
+    async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
+        let delivery = delivery.clone();
+        let effect = effect.clone();
+        self.run(move |conn, now| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute("DELETE FROM deliveries WHERE expires_at <= ?1", [now.0])?;
+            let seen: bool =
+                tx.query_row("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)", [&delivery.id], |r| r.get(0))?;
+            if seen {
+                return Ok(Applied::Duplicate);
+            }
+            let (applied, task_id) = match &effect {
+                Effect::Nothing => (Applied::Recorded, None),
+                Effect::Trigger(nt) => trigger(&tx, nt, now)?,
+                Effect::CancelThread { thread_key, reason } => cancel_thread(&tx, thread_key, *reason, now)?,
+                Effect::RetractComment { thread_key, comment_id } => retract(&tx, thread_key, comment_id, now)?,
+                Effect::Unassign { thread_key } => {
+                    set_assigned(&tx, thread_key, false)?;
+                    (Applied::Recorded, None)
+                }
+            };
+            tx.execute(
+                "INSERT INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    delivery.id,
+                    delivery.tracker.as_str(),
+                    delivery.event,
+                    delivery.thread_key.as_ref().map(ThreadKey::as_str),
+                    applied.reason(delivery.reason).to_string(),
+                    task_id.as_ref().map(TaskId::as_str),
+                    now.0,
+                    now.plus(DELIVERY_TTL).0,
+                ],
+            )?;
+            tx.commit()?;
+            Ok(applied)
+        })
+        .await
+    }
+
+    async fn transition(&self, id: &TaskId, transition: &Transition) -> Result<Task, LedgerError> {
+        let id = id.clone();
+        let transition = transition.clone();
+        self.run(move |conn, now| {
+            for _ in 0..TRANSITION_ATTEMPTS {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let task = read_task(&tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
+                let next = task.apply(&transition, now)?;
+                if matches!(transition, Transition::Claim { .. }) {
+                    let busy = tasks_in(&tx, &task.thread_key, &ACTIVE)?
+                        .into_iter()
+                        .any(|other| other.id != task.id && !other.is_claimable(now));
+                    if busy {
+                        return Err(TransitionError::NotAllowed {
+                            task: task.id,
+                            transition: "claim",
+                            state: task.state,
+                        }
+                        .into());
+                    }
+                }
+                if update_task(&tx, &next, task.version)? {
+                    tx.commit()?;
+                    return Ok(next);
+                }
+            }
+            Err(LedgerError::Contention(format!("task {id}")))
+        })
+        .await
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, LedgerError> {
+        let id = id.clone();
+        self.run(move |conn, _now| read_task(&conn.transaction()?, &id)).await
+    }
+
+    async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, LedgerError> {
+        let filter = filter.clone();
+        self.run(move |conn, _now| {
+            let mut sql = String::from("SELECT body FROM tasks WHERE 1 = 1");
+            let mut args: Vec<Value> = Vec::new();
+            if !filter.states.is_empty() {
+                sql.push_str(&format!(" AND state IN ({})", placeholders(filter.states.len())));
+                args.extend(filter.states.iter().map(|s| Value::Text(s.as_str().to_owned())));
+            }
+            if let Some(key) = &filter.thread_key {
+                sql.push_str(" AND thread_key = ?");
+                args.push(Value::Text(key.0.clone()));
+            }
+            sql.push_str(" ORDER BY created_at DESC, rowid DESC LIMIT ?");
+            args.push(Value::Integer(filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))));
+            let mut stmt = conn.prepare(&sql)?;
+            let bodies = stmt.query_map(params_from_iter(args), |r| r.get::<_, String>(0))?;
+            bodies.map(|b| decode_task(&b?)).collect()
+        })
+        .await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, LedgerError> {
+        let id = id.to_owned();
+        self.run(move |conn, now| {
+            let mut found = deliveries_where(conn, "id = ?1 AND expires_at > ?2", params![id, now.0])?;
+            Ok(found.pop())
+        })
+        .await
+    }
+
+    async fn deliveries(&self, limit: usize) -> Result<Vec<DeliveryRecord>, LedgerError> {
+        self.run(move |conn, now| {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            deliveries_where(
+                conn,
+                "expires_at > ?1 ORDER BY received_at DESC, rowid DESC LIMIT ?2",
+                params![now.0, limit],
+            )
+        })
+        .await
+    }
+}
+
+/// Coalesces `nt` into the thread's queued task, or creates one; records participation and assignment.
+fn trigger(tx: &Transaction<'_>, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
+    let applied = match tasks_in(tx, &nt.thread_key, &[TaskState::Queued])?.into_iter().next() {
+        Some(mut task) => {
+            // A redelivered edit of a comment that already asked for this task adds nothing.
+            let known =
+                nt.trigger.comment_id.is_some() && task.triggers.iter().any(|t| t.comment_id == nt.trigger.comment_id);
+            if !known {
+                let expected = task.version;
+                task.triggers.push(nt.trigger.clone());
+                task.permission = stricter(task.permission, &nt.permission);
+                task.updated_at = now;
+                task.version += 1;
+                if !update_task(tx, &task, expected)? {
+                    return Err(LedgerError::Contention(format!("task {}", task.id)));
+                }
+            }
+            Applied::Coalesced(task)
+        }
+        None => {
+            let task =
+                Task::new(nt.thread_key.clone(), nt.subject.clone(), nt.trigger.clone(), nt.permission.clone(), now);
+            tx.execute(
+                "INSERT INTO tasks (id, thread_key, state, created_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    task.id.as_str(),
+                    task.thread_key.as_str(),
+                    task.state.as_str(),
+                    task.created_at.0,
+                    version_column(task.version)?,
+                    encode_task(&task)?,
+                ],
+            )?;
+            Applied::Enqueued(task)
+        }
+    };
+    if let Some(root) = &nt.participates_in {
+        tx.execute(
+            "INSERT OR IGNORE INTO participations (thread_key, root_id) VALUES (?1, ?2)",
+            params![nt.thread_key.as_str(), root],
+        )?;
+    }
+    if nt.marks_assigned {
+        set_assigned(tx, &nt.thread_key, true)?;
+    }
+    let id = match &applied {
+        Applied::Coalesced(t) | Applied::Enqueued(t) => Some(t.id.clone()),
+        Applied::Duplicate | Applied::Recorded | Applied::Cancelled(_) | Applied::NothingToCancel => None,
+    };
+    Ok((applied, id))
+}
+
+/// A deferred permission check must survive coalescing, or an untrusted comment would ride along
+/// unchecked in a trusted task. (Two different deferred authors keep the first login.)
+fn stricter(current: Permission, incoming: &Permission) -> Permission {
+    match incoming {
+        Permission::Deferred { .. } if current == Permission::Trusted => incoming.clone(),
+        Permission::Deferred { .. } | Permission::Trusted => current,
+    }
+}
+
+fn cancel_thread(
+    tx: &Transaction<'_>,
+    key: &ThreadKey,
+    reason: CancelReason,
+    now: Millis,
+) -> Result<(Applied, Option<TaskId>), LedgerError> {
+    let mut ids = Vec::new();
+    for task in tasks_in(tx, key, &UNFINISHED)? {
+        let next = task.apply(&Transition::Cancel { reason }, now)?;
+        if !update_task(tx, &next, task.version)? {
+            return Err(LedgerError::Contention(format!("task {}", task.id)));
+        }
+        ids.push(task.id);
+    }
+    if ids.is_empty() {
+        return Ok((Applied::NothingToCancel, None));
+    }
+    let first = ids.first().cloned();
+    Ok((Applied::Cancelled(ids), first))
+}
+
+fn retract(
+    tx: &Transaction<'_>,
+    key: &ThreadKey,
+    comment_id: &str,
+    now: Millis,
+) -> Result<(Applied, Option<TaskId>), LedgerError> {
+    let mut cancelled = Vec::new();
+    let mut trimmed = None;
+    for mut task in tasks_in(tx, key, &UNFINISHED)? {
+        if !task.comment_ids().contains(&comment_id) {
+            continue;
+        }
+        let expected = task.version;
+        let next = if task.triggers.iter().all(|t| t.comment_id.as_deref() == Some(comment_id)) {
+            cancelled.push(task.id.clone());
+            task.apply(&Transition::Cancel { reason: CancelReason::TriggerDeleted }, now)?
+        } else {
+            task.triggers.retain(|t| t.comment_id.as_deref() != Some(comment_id));
+            task.updated_at = now;
+            task.version += 1;
+            trimmed = Some(task.id.clone());
+            task
+        };
+        if !update_task(tx, &next, expected)? {
+            return Err(LedgerError::Contention(format!("task {}", next.id)));
+        }
+    }
+    if let Some(first) = cancelled.first().cloned() {
+        return Ok((Applied::Cancelled(cancelled), Some(first)));
+    }
+    match trimmed {
+        Some(id) => Ok((Applied::Recorded, Some(id))),
+        None => Ok((Applied::NothingToCancel, None)),
+    }
+}
+
+fn set_assigned(tx: &Transaction<'_>, key: &ThreadKey, assigned: bool) -> Result<(), LedgerError> {
+    tx.execute(
+        "INSERT INTO threads (thread_key, assigned) VALUES (?1, ?2)
+         ON CONFLICT (thread_key) DO UPDATE SET assigned = excluded.assigned",
+        params![key.as_str(), assigned],
+    )?;
+    Ok(())
+}
+
+/// The thread's tasks in `states`, oldest first.
+fn tasks_in(tx: &Transaction<'_>, key: &ThreadKey, states: &[TaskState]) -> Result<Vec<Task>, LedgerError> {
+    let sql = format!(
+        "SELECT body FROM tasks WHERE thread_key = ? AND state IN ({}) ORDER BY created_at, rowid",
+        placeholders(states.len())
+    );
+    let args = std::iter::once(key.as_str()).chain(states.iter().map(|s| s.as_str()));
+    let mut stmt = tx.prepare(&sql)?;
+    let bodies = stmt.query_map(params_from_iter(args), |r| r.get::<_, String>(0))?;
+    bodies.map(|b| decode_task(&b?)).collect()
+}
+
+fn read_task(tx: &Transaction<'_>, id: &TaskId) -> Result<Option<Task>, LedgerError> {
+    let body: Option<String> =
+        tx.query_row("SELECT body FROM tasks WHERE id = ?1", [id.as_str()], |r| r.get(0)).optional()?;
+    body.as_deref().map(decode_task).transpose()
+}
+
+/// Writes `task` if its stored version is still `expected`; false when someone else wrote first.
+fn update_task(tx: &Transaction<'_>, task: &Task, expected: u64) -> Result<bool, LedgerError> {
+    let rows = tx.execute(
+        "UPDATE tasks SET state = ?1, version = ?2, body = ?3 WHERE id = ?4 AND version = ?5",
+        params![
+            task.state.as_str(),
+            version_column(task.version)?,
+            encode_task(task)?,
+            task.id.as_str(),
+            version_column(expected)?,
+        ],
+    )?;
+    Ok(rows == 1)
+}
+
+fn deliveries_where(
+    conn: &Connection,
+    condition: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<DeliveryRecord>, LedgerError> {
+    type Row = (String, String, String, Option<String>, String, Option<String>, i64, i64);
+    let sql = format!(
+        "SELECT id, tracker, event, thread_key, reason, task_id, received_at, expires_at FROM deliveries WHERE {condition}"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(args, |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+    })?;
+    rows.map(|row| {
+        let (id, tracker, event, thread_key, reason, task_id, received_at, expires_at): Row = row?;
+        let tracker = match tracker.as_str() {
+            "github" => Tracker::Github,
+            "linear" => Tracker::Linear,
+            other => return Err(LedgerError::Corrupt(format!("delivery {id}: unknown tracker {other:?}"))),
+        };
+        let reason = crate::decision::ReasonCode::parse(&reason)
+            .ok_or_else(|| LedgerError::Corrupt(format!("delivery {id}: unknown reason {reason:?}")))?;
+        Ok(DeliveryRecord {
+            id,
+            tracker,
+            event,
+            thread_key: thread_key.map(ThreadKey),
+            reason,
+            task_id: task_id.map(TaskId),
+            received_at: Millis(received_at),
+            expires_at: Millis(expires_at),
+        })
+    })
+    .collect()
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+fn version_column(version: u64) -> Result<i64, LedgerError> {
+    i64::try_from(version).map_err(|_| LedgerError::Corrupt(format!("task version {version} overflows")))
+}
+
+fn encode_task(task: &Task) -> Result<String, LedgerError> {
+    serde_json::to_string(task).map_err(|e| LedgerError::Corrupt(format!("task {}: {e}", task.id)))
+}
+
+fn decode_task(body: &str) -> Result<Task, LedgerError> {
+    serde_json::from_str(body).map_err(|e| LedgerError::Corrupt(format!("stored task: {e}")))
+}
