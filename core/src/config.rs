@@ -52,9 +52,31 @@ pub mod vars {
     pub const MAX_RUNS_PER_HOUR: &str = "BECKON_MAX_RUNS_PER_HOUR";
     /// Path of the optional `beckon.toml`.
     pub const CONFIG_FILE: &str = "BECKON_CONFIG";
+    /// DynamoDB table of the ledger (aws backend).
+    pub const TABLE_NAME: &str = "BECKON_TABLE_NAME";
+    /// SQS FIFO task queue URL (aws backend).
+    pub const QUEUE_URL: &str = "BECKON_QUEUE_URL";
+    /// Secrets Manager ARN holding the GitHub webhook secret (instead of the value).
+    pub const GITHUB_WEBHOOK_SECRET_ARN: &str = "BECKON_GITHUB_WEBHOOK_SECRET_ARN";
+    /// Secrets Manager ARN holding the Linear webhook signing secret (instead of the value).
+    pub const LINEAR_WEBHOOK_SECRET_ARN: &str = "BECKON_LINEAR_WEBHOOK_SECRET_ARN";
+    /// GitHub REST API base URL, default `https://api.github.com`.
+    pub const GITHUB_API_URL: &str = "BECKON_GITHUB_API_URL";
+    /// Secrets Manager ARN holding the GitHub App private key (PEM).
+    pub const GITHUB_APP_PRIVATE_KEY_ARN: &str = "BECKON_GITHUB_APP_PRIVATE_KEY_ARN";
+    /// Linear GraphQL endpoint, default `https://api.linear.app/graphql`.
+    pub const LINEAR_API_URL: &str = "BECKON_LINEAR_API_URL";
+    /// Secrets Manager ARN holding the Linear app-actor OAuth token.
+    pub const LINEAR_OAUTH_TOKEN_ARN: &str = "BECKON_LINEAR_OAUTH_TOKEN_ARN";
+    /// Where repositories are cloned from: `{base}{owner}/{repo}.git`.
+    pub const GIT_BASE_URL: &str = "BECKON_GIT_BASE_URL";
+    /// The native `codex` binary.
+    pub const CODEX_BIN: &str = "BECKON_CODEX_BIN";
+    /// A TOML file merged into every task's Codex `config.toml`.
+    pub const CODEX_CONFIG: &str = "BECKON_CODEX_CONFIG";
 
     /// Every name above, for consistency checks against deploy templates.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 28] = [
         LISTEN,
         DATA_DIR,
         BACKEND,
@@ -72,6 +94,17 @@ pub mod vars {
         BOT_ALLOW_LIST,
         MAX_RUNS_PER_HOUR,
         CONFIG_FILE,
+        TABLE_NAME,
+        QUEUE_URL,
+        GITHUB_WEBHOOK_SECRET_ARN,
+        LINEAR_WEBHOOK_SECRET_ARN,
+        GITHUB_API_URL,
+        GITHUB_APP_PRIVATE_KEY_ARN,
+        LINEAR_API_URL,
+        LINEAR_OAUTH_TOKEN_ARN,
+        GIT_BASE_URL,
+        CODEX_BIN,
+        CODEX_CONFIG,
     ];
 }
 
