@@ -88,8 +88,11 @@ struct Shared {
     clock: Arc<dyn Clock>,
     tokens: TokenCache,
     gates: WriteGates,
-    permissions: Mutex<HashMap<(String, String, String), (RepoPermission, Millis)>>,
+    permissions: Mutex<PermissionCache>,
 }
+
+/// (owner, repo, login), lowercased → the answer and until when it may be reused.
+type PermissionCache = HashMap<(String, String, String), (RepoPermission, Millis)>;
 
 /// Which credential calls use.
 #[derive(Clone)]
