@@ -1,6 +1,8 @@
 //! The GitHub tracker client against the local REST double: auth, task tokens, pagination,
 //! politeness, retries, the body cap and idempotent replies. Waits run on a paused tokio clock.
 #![cfg(feature = "github")]
+// Helpers outside #[test] fns panic on purpose: a failed setup is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/github_double.rs"]
 mod github_double;

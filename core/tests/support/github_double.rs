@@ -7,6 +7,9 @@
 //! 65,536 characters with 422; and can answer the next matching request with an injected failure.
 //! Every request is recorded (method, path and query, lowercased headers, body, paused-clock time).
 
+// Test code: a panic in the double is a failed test, which is what we want.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
