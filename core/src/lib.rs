@@ -13,6 +13,7 @@
 //! | [`ledger`], [`queue`] | the ports (traits) for durable state and for handing task ids to workers |
 //! | `sqlite` | the embedded ledger and queue (feature `sqlite`) |
 //! | `conformance` | the port conformance suite every backend runs (feature `conformance`) |
+//! | [`tracker`] | the tracker port and its GitHub and Linear clients (features `github`, `linear`): every reply, reaction and token |
 //! | [`clock`] | injected time |
 //!
 //! No module here reads environment variables or starts a runtime; binaries own configuration.
@@ -25,6 +26,7 @@ pub mod ingest;
 pub mod ledger;
 pub mod queue;
 pub mod task;
+pub mod tracker;
 pub mod trigger;
 pub mod verify;
 
