@@ -24,6 +24,7 @@ use crate::clock::Millis;
 use crate::decision::{Effect, ReasonCode};
 use crate::event::Tracker;
 use crate::task::{Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+use crate::transcript::TranscriptEntry;
 
 /// How long a delivery id is remembered: GitHub allows redelivery for 3 days; a day of margin.
 pub const DELIVERY_TTL: Duration = Duration::from_secs(4 * 24 * 3600);
@@ -41,6 +42,8 @@ pub struct ThreadSnapshot {
     pub participates: bool,
     /// True when the last assignment event assigned or delegated the issue to the agent.
     pub assigned_to_agent: bool,
+    /// The Codex thread this conversation continues (`thread/resume`), once a task has run.
+    pub codex_thread_id: Option<String>,
 }
 
 /// A delivery, as handed to [`Ledger::apply`].
@@ -207,4 +210,31 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// # Errors
     /// A store error.
     async fn deliveries(&self, limit: usize) -> Result<Vec<DeliveryRecord>, LedgerError>;
+
+    /// Remembers that `thread_key`'s conversation continues on Codex thread `codex_thread_id`
+    /// (the latest wins); [`Ledger::thread`] reports it.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn set_codex_thread(&self, thread_key: &ThreadKey, codex_thread_id: &str) -> Result<(), LedgerError>;
+
+    /// Appends transcript entries to task `id`. Idempotent per `(id, seq)`: an entry whose
+    /// sequence is already stored is skipped, not duplicated.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn append_transcript(&self, id: &TaskId, entries: &[TranscriptEntry]) -> Result<(), LedgerError>;
+
+    /// Task `id`'s transcript, in sequence order.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn transcript(&self, id: &TaskId) -> Result<Vec<TranscriptEntry>, LedgerError>;
+
+    /// Queued tasks that never reached the queue ([`Task::enqueued_at`] unset) and were created at
+    /// or before `created_before`, oldest first, at most `limit`: the sweeper's work list.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn stranded(&self, created_before: Millis, limit: usize) -> Result<Vec<Task>, LedgerError>;
 }

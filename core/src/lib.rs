@@ -25,8 +25,10 @@ pub mod event;
 pub mod ingest;
 pub mod ledger;
 pub mod queue;
+pub mod sweep;
 pub mod task;
 pub mod tracker;
+pub mod transcript;
 pub mod trigger;
 pub mod verify;
 

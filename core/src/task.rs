@@ -12,6 +12,11 @@
 //! any non-terminal ──cancel──▶ cancelled (queued/dispatched at once; running: cancel_requested,
 //!                                          then the worker finishes it as cancelled)
 //! ```
+//!
+//! Besides its state, a task carries what a retry must not redo: its **outbox** (the one reply it
+//! posts: staged before the tracker call, marked posted after, so a crash between the two posts
+//! exactly once), the Codex thread it ran on, its token usage, and when it reached the queue (so
+//! the sweeper can find tasks recorded but never enqueued).
 
 use std::fmt;
 use std::time::Duration;
@@ -256,6 +261,30 @@ pub enum CancelReason {
     Operator,
 }
 
+/// The one reply a task posts, as recorded in its outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxReply {
+    /// The reply's sequence within the task (1 for the first); part of the idempotency marker.
+    pub seq: u32,
+    /// The body as staged (before the tracker's size cap and marker are applied).
+    pub body: String,
+    /// Set once the tracker confirmed it: the comment id there.
+    pub posted_comment_id: Option<String>,
+}
+
+/// Token usage, as Codex reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Input tokens (including cached).
+    pub input_tokens: u64,
+    /// Of which served from cache.
+    pub cached_input_tokens: u64,
+    /// Output tokens (including reasoning).
+    pub output_tokens: u64,
+    /// Input plus output.
+    pub total_tokens: u64,
+}
+
 /// A work order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
@@ -281,6 +310,18 @@ pub struct Task {
     pub cancel_requested: Option<CancelReason>,
     /// How it ended.
     pub outcome: Option<TaskOutcome>,
+    /// The task's reply: written here before any tracker call (the outbox), then marked posted.
+    #[serde(default)]
+    pub reply: Option<OutboxReply>,
+    /// The Codex thread the task ran on (for operators; the thread record maps keys to it).
+    #[serde(default)]
+    pub codex_thread_id: Option<String>,
+    /// Token usage of the task's Codex turn(s).
+    #[serde(default)]
+    pub usage: Option<TokenUsage>,
+    /// When the task's message reached the queue; `None` while it is only recorded.
+    #[serde(default)]
+    pub enqueued_at: Option<Millis>,
     /// When it was created.
     pub created_at: Millis,
     /// When it last changed.
@@ -304,6 +345,10 @@ impl Task {
             lease_until: None,
             cancel_requested: None,
             outcome: None,
+            reply: None,
+            codex_thread_id: None,
+            usage: None,
+            enqueued_at: None,
             created_at: now,
             updated_at: now,
             version: 0,
@@ -367,6 +412,35 @@ impl Task {
                 self.check_lease(*lease_gen, now, "release")?;
                 next.state = TaskState::Queued;
                 next.lease_until = None;
+            }
+            Transition::Enqueued => {
+                if self.state.is_terminal() {
+                    return Err(self.refuse("enqueued"));
+                }
+                next.enqueued_at = Some(self.enqueued_at.unwrap_or(now));
+            }
+            Transition::Progress { lease_gen, codex_thread_id, usage } => {
+                self.check_lease(*lease_gen, now, "progress")?;
+                if let Some(id) = codex_thread_id {
+                    next.codex_thread_id = Some(id.clone());
+                }
+                if let Some(u) = usage {
+                    next.usage = Some(*u);
+                }
+            }
+            Transition::StageReply { lease_gen, body } => {
+                self.check_lease(*lease_gen, now, "stage reply")?;
+                if self.reply.is_some() {
+                    return Err(TransitionError::ReplyExists { task: self.id.clone() });
+                }
+                next.reply = Some(OutboxReply { seq: 1, body: body.clone(), posted_comment_id: None });
+            }
+            Transition::ReplyPosted { lease_gen, comment_id } => {
+                self.check_lease(*lease_gen, now, "mark reply posted")?;
+                match &mut next.reply {
+                    Some(reply) => reply.posted_comment_id = Some(comment_id.clone()),
+                    None => return Err(self.refuse("mark reply posted")),
+                }
             }
             Transition::Cancel { reason } => match self.state {
                 TaskState::Queued | TaskState::Dispatched => {
@@ -439,6 +513,32 @@ pub enum Transition {
         /// The generation the worker claimed.
         lease_gen: u64,
     },
+    /// Its message reached the queue (idempotent; any unfinished state).
+    Enqueued,
+    /// Records facts learned while running: the Codex thread id, token usage.
+    Progress {
+        /// The generation the worker claimed.
+        lease_gen: u64,
+        /// The Codex thread the turn runs on.
+        codex_thread_id: Option<String>,
+        /// Usage so far.
+        usage: Option<TokenUsage>,
+    },
+    /// Writes the task's reply to its outbox, before any tracker call. Refused when one exists:
+    /// a task answers once.
+    StageReply {
+        /// The generation the worker claimed.
+        lease_gen: u64,
+        /// The reply body.
+        body: String,
+    },
+    /// The tracker confirmed the staged reply.
+    ReplyPosted {
+        /// The generation the worker claimed.
+        lease_gen: u64,
+        /// The tracker's comment id.
+        comment_id: String,
+    },
     /// Stops it (see module docs for running tasks).
     Cancel {
         /// Why.
@@ -458,6 +558,12 @@ pub enum TransitionError {
         transition: &'static str,
         /// The state it is in.
         state: TaskState,
+    },
+    /// The task already has a reply in its outbox; a task answers once. Not retryable.
+    #[error("task {task}: a reply is already staged")]
+    ReplyExists {
+        /// The task.
+        task: TaskId,
     },
     /// Another worker claimed the task since; this worker must stop touching it. Not retryable.
     #[error("task {task}: lease generation {held} is stale (now {current})")]
@@ -560,6 +666,47 @@ mod tests {
     }
 
     #[test]
+    fn the_outbox_holds_one_reply_staged_before_it_is_posted() {
+        let running = task()
+            .apply(&Transition::Claim { lease: LEASE }, Millis(0))
+            .and_then(|t| t.apply(&Transition::Start { lease_gen: 1 }, Millis(0)))
+            .unwrap();
+        assert!(running.apply(&Transition::ReplyPosted { lease_gen: 1, comment_id: "9".into() }, Millis(1)).is_err());
+        let staged = running.apply(&Transition::StageReply { lease_gen: 1, body: "done".into() }, Millis(1)).unwrap();
+        assert_eq!(staged.reply, Some(OutboxReply { seq: 1, body: "done".into(), posted_comment_id: None }));
+        assert!(matches!(
+            staged.apply(&Transition::StageReply { lease_gen: 1, body: "again".into() }, Millis(2)),
+            Err(TransitionError::ReplyExists { .. })
+        ));
+        let posted =
+            staged.apply(&Transition::ReplyPosted { lease_gen: 1, comment_id: "9".into() }, Millis(3)).unwrap();
+        assert_eq!(posted.reply.and_then(|r| r.posted_comment_id), Some("9".into()));
+        // A retry (new lease) still sees the staged reply: it must post that, not run again.
+        let retried = staged.apply(&Transition::Claim { lease: LEASE }, Millis(60_000)).unwrap();
+        assert_eq!(retried.reply.map(|r| r.body), Some("done".into()));
+    }
+
+    #[test]
+    fn progress_and_enqueued_record_facts_without_moving_state() {
+        let t = task();
+        let e = t.apply(&Transition::Enqueued, Millis(5)).unwrap();
+        assert_eq!((e.state, e.enqueued_at), (TaskState::Queued, Some(Millis(5))));
+        assert_eq!(e.apply(&Transition::Enqueued, Millis(9)).unwrap().enqueued_at, Some(Millis(5)));
+        let running = e.apply(&Transition::Claim { lease: LEASE }, Millis(6)).unwrap();
+        let usage = TokenUsage { input_tokens: 100, cached_input_tokens: 10, output_tokens: 20, total_tokens: 120 };
+        let p = running
+            .apply(
+                &Transition::Progress { lease_gen: 1, codex_thread_id: Some("th".into()), usage: Some(usage) },
+                Millis(7),
+            )
+            .unwrap();
+        assert_eq!((p.state, p.codex_thread_id.as_deref(), p.usage), (TaskState::Dispatched, Some("th"), Some(usage)));
+        assert!(p
+            .apply(&Transition::Progress { lease_gen: 0, codex_thread_id: None, usage: None }, Millis(8))
+            .is_err());
+    }
+
+    #[test]
     fn terminal_tasks_refuse_everything_but_reads() {
         let c = task().apply(&Transition::Cancel { reason: CancelReason::Operator }, Millis(1)).unwrap();
         for t in [
@@ -567,6 +714,8 @@ mod tests {
             Transition::Start { lease_gen: 0 },
             Transition::Heartbeat { lease_gen: 0, lease: LEASE },
             Transition::Release { lease_gen: 0 },
+            Transition::Enqueued,
+            Transition::StageReply { lease_gen: 0, body: String::new() },
         ] {
             assert!(c.apply(&t, Millis(2)).is_err(), "{t:?} must be refused");
         }

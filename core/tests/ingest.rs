@@ -16,6 +16,8 @@ use beckon_core::ingest::{Headers, Ingest, IngestConfig, Outcome, WebhookRequest
 use beckon_core::ledger::{Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot};
 use beckon_core::queue::{Queue, QueueError, QueueMessage, Receipt, Received};
 use beckon_core::sqlite;
+use beckon_core::sweep;
+use beckon_core::transcript::TranscriptEntry;
 use beckon_core::task::{Task, TaskId, TaskState, ThreadKey, Transition};
 use hmac::{Hmac, Mac};
 use pretty_assertions::assert_eq;
@@ -125,6 +127,18 @@ impl Ledger for DownLedger {
     async fn deliveries(&self, _: usize) -> Result<Vec<DeliveryRecord>, LedgerError> {
         Err(down())
     }
+    async fn set_codex_thread(&self, _: &ThreadKey, _: &str) -> Result<(), LedgerError> {
+        Err(down())
+    }
+    async fn append_transcript(&self, _: &TaskId, _: &[TranscriptEntry]) -> Result<(), LedgerError> {
+        Err(down())
+    }
+    async fn transcript(&self, _: &TaskId) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        Err(down())
+    }
+    async fn stranded(&self, _: Millis, _: usize) -> Result<Vec<Task>, LedgerError> {
+        Err(down())
+    }
 }
 
 struct Fixture {
@@ -159,7 +173,7 @@ async fn a_trigger_is_recorded_then_enqueued_with_its_thread_as_group() {
     assert_eq!(&got[0].task_id, task_id);
     assert_eq!(got[0].group.as_str(), "github:Codertocat/Hello-World#1:agent");
     let task = f.ledger.task(task_id).await.unwrap().unwrap();
-    assert_eq!((task.state, task.created_at), (TaskState::Queued, NOW));
+    assert_eq!((task.state, task.created_at, task.enqueued_at), (TaskState::Queued, NOW, Some(NOW)));
 }
 
 #[tokio::test]
@@ -170,12 +184,34 @@ async fn a_failed_enqueue_still_answers_200_and_leaves_the_task_queued_in_the_le
     let tasks = f.ledger.tasks(&TaskFilter::default()).await.unwrap();
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].state, TaskState::Queued);
-    // Nothing reached the real queue: the sweeper (a later stage) is what re-enqueues it.
+    assert_eq!(tasks[0].enqueued_at, None);
+    // Nothing reached the real queue.
     assert!(f.queue.receive(10, Duration::ZERO, Duration::from_secs(30)).await.unwrap().is_empty());
     // A redelivery does not create a second task.
     let again = f.ingest.handle(github_request("d1", "@agent please fix")).await;
     assert!(matches!(again, Outcome::Duplicate));
     assert_eq!(f.ledger.tasks(&TaskFilter::default()).await.unwrap().len(), 1);
+
+    // The sweeper leaves it alone while a send could still be in flight, then re-enqueues it once.
+    let early = sweep::sweep(&*f.ledger, &*f.queue, f.clock.now(), sweep::STRANDED_AFTER).await.unwrap();
+    assert_eq!(early, sweep::SweepReport::default());
+    f.clock.advance(sweep::STRANDED_AFTER);
+    let swept = sweep::sweep(&*f.ledger, &*f.queue, f.clock.now(), sweep::STRANDED_AFTER).await.unwrap();
+    assert_eq!(swept, sweep::SweepReport { found: 1, enqueued: 1, failed: 0 });
+    let got = f.queue.receive(10, Duration::from_secs(1), Duration::from_secs(30)).await.unwrap();
+    assert_eq!(got.iter().map(|r| &r.task_id).collect::<Vec<_>>(), vec![&tasks[0].id]);
+    let again = sweep::sweep(&*f.ledger, &*f.queue, f.clock.now(), sweep::STRANDED_AFTER).await.unwrap();
+    assert_eq!(again.found, 0, "a swept task is marked enqueued");
+}
+
+#[tokio::test]
+async fn a_sweep_whose_send_fails_leaves_the_task_for_the_next_sweep() {
+    let f = fixture(true);
+    f.ingest.handle(github_request("d1", "@agent please fix")).await;
+    f.clock.advance(sweep::STRANDED_AFTER);
+    let swept = sweep::sweep(&*f.ledger, &RefusingQueue, f.clock.now(), sweep::STRANDED_AFTER).await.unwrap();
+    assert_eq!(swept, sweep::SweepReport { found: 1, enqueued: 0, failed: 1 });
+    assert_eq!(f.ledger.stranded(f.clock.now(), 10).await.unwrap().len(), 1);
 }
 
 #[tokio::test]

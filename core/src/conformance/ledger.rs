@@ -544,3 +544,87 @@ pub async fn concurrent_duplicate_deliveries(b: Backend) {
     assert_eq!(originals, 1);
     assert_eq!(b.ledger.tasks(&TaskFilter::default()).await.unwrap().len(), 1);
 }
+
+/// The outbox: a staged reply survives a lost lease, and only one reply is ever staged.
+pub async fn outbox_survives_reclaim(b: Backend) {
+    let task = enqueue(&b, 1, "c1").await;
+    let running = run(&b, &task.id).await;
+    let gen = running.lease_gen;
+    let staged = step(&b, &task.id, Transition::StageReply { lease_gen: gen, body: "the fix".into() }).await;
+    assert_eq!(staged.reply.as_ref().map(|r| (r.seq, r.body.as_str())), Some((1, "the fix")));
+    // The worker dies before posting; its lease runs out and another worker claims the task.
+    b.clock.advance(LEASE + TICK);
+    let reclaimed = step(&b, &task.id, Transition::Claim { lease: LEASE }).await;
+    let reply = reclaimed.reply.clone().expect("the staged reply is still there");
+    assert_eq!((reply.body.as_str(), reply.posted_comment_id), ("the fix", None));
+    let again = Transition::StageReply { lease_gen: reclaimed.lease_gen, body: "x".into() };
+    assert!(matches!(refused(b.ledger.transition(&task.id, &again).await), TransitionError::ReplyExists { .. }));
+    let stale = Transition::ReplyPosted { lease_gen: gen, comment_id: "1".into() };
+    assert!(matches!(refused(b.ledger.transition(&task.id, &stale).await), TransitionError::StaleLease { .. }));
+    let posted =
+        step(&b, &task.id, Transition::ReplyPosted { lease_gen: reclaimed.lease_gen, comment_id: "77".into() }).await;
+    assert_eq!(stored(&b, &task.id).await.reply, posted.reply);
+    assert_eq!(posted.reply.and_then(|r| r.posted_comment_id).as_deref(), Some("77"));
+}
+
+/// Transcript entries come back in sequence order, and re-appending a sequence stores it once.
+pub async fn transcript_is_ordered_and_idempotent(b: Backend) {
+    use crate::transcript::{EntryKind, TranscriptEntry};
+    let task = enqueue(&b, 1, "c1").await;
+    let other = enqueue(&b, 2, "c2").await;
+    let entry = |seq: u64, kind: EntryKind, text: &str| TranscriptEntry {
+        seq,
+        attempt: 1,
+        at: b.clock.now(),
+        kind,
+        tool: matches!(kind, EntryKind::ToolUse | EntryKind::ToolResult).then(|| "shell".to_owned()),
+        text: text.into(),
+    };
+    let first = vec![entry(1, EntryKind::ToolUse, "ls"), entry(2, EntryKind::ToolResult, "README.md")];
+    b.ledger.append_transcript(&task.id, &first).await.expect("append");
+    // A retried append of the same batch plus one new entry; out of order on purpose.
+    let second =
+        vec![entry(3, EntryKind::Text, "done"), entry(2, EntryKind::ToolResult, "README.md"), first[0].clone()];
+    b.ledger.append_transcript(&task.id, &second).await.expect("append again");
+    b.ledger.append_transcript(&other.id, &[entry(1, EntryKind::Error, "boom")]).await.expect("append other");
+    let got = b.ledger.transcript(&task.id).await.expect("read");
+    assert_eq!(got, vec![first[0].clone(), first[1].clone(), second[0].clone()]);
+    assert_eq!(b.ledger.transcript(&other.id).await.expect("read other").len(), 1);
+    assert!(b.ledger.transcript(&TaskId("t_missing".into())).await.expect("read missing").is_empty());
+}
+
+/// The Codex thread a conversation continues on is per thread key, and the latest wins.
+pub async fn codex_thread_is_remembered_per_thread(b: Backend) {
+    let start = b.clock.now();
+    assert_eq!(b.ledger.thread(&key(1), None, start).await.expect("snapshot").codex_thread_id, None);
+    b.ledger.set_codex_thread(&key(1), "th-1").await.expect("set");
+    b.ledger.set_codex_thread(&key(1), "th-2").await.expect("set again");
+    b.ledger.set_codex_thread(&key(2), "th-9").await.expect("set other");
+    // The assignment flag and the Codex thread share a thread record: neither clobbers the other.
+    let effect = Effect::Unassign { thread_key: key(1) };
+    b.ledger.apply(&delivery("d-u", 1, ReasonCode::Ignored(IgnoreReason::NotForAgent)), &effect).await.expect("apply");
+    let one = b.ledger.thread(&key(1), None, start).await.expect("snapshot");
+    assert_eq!((one.codex_thread_id.as_deref(), one.assigned_to_agent), (Some("th-2"), false));
+    assert_eq!(b.ledger.thread(&key(2), None, start).await.expect("snapshot").codex_thread_id.as_deref(), Some("th-9"));
+}
+
+/// The sweeper's list: queued tasks never marked enqueued, created at or before the cut-off.
+pub async fn stranded_lists_unenqueued_queued_tasks(b: Backend) {
+    let old = enqueue(&b, 1, "c1").await;
+    b.clock.advance(TICK);
+    let sent = enqueue(&b, 2, "c2").await;
+    step(&b, &sent.id, Transition::Enqueued).await;
+    b.clock.advance(TICK);
+    let running = enqueue(&b, 3, "c3").await;
+    run(&b, &running.id).await;
+    b.clock.advance(TICK);
+    let cutoff = b.clock.now();
+    b.clock.advance(TICK);
+    let young = enqueue(&b, 4, "c4").await;
+    let ids = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(b.ledger.stranded(cutoff, 10).await.expect("stranded")), vec![old.id.clone()]);
+    assert_eq!(ids(b.ledger.stranded(b.clock.now(), 10).await.expect("stranded")), vec![old.id.clone(), young.id]);
+    assert_eq!(ids(b.ledger.stranded(b.clock.now(), 1).await.expect("stranded")).len(), 1);
+    step(&b, &old.id, Transition::Enqueued).await;
+    assert!(b.ledger.stranded(cutoff, 10).await.expect("stranded").is_empty());
+}

@@ -97,6 +97,10 @@ pub const CASES: &[(&str, Case)] = &[
     ("ledger::concurrent_triggers_coalesce", |b| Box::pin(ledger::concurrent_triggers_coalesce(b))),
     ("ledger::concurrent_claims_have_one_winner", |b| Box::pin(ledger::concurrent_claims_have_one_winner(b))),
     ("ledger::concurrent_duplicate_deliveries", |b| Box::pin(ledger::concurrent_duplicate_deliveries(b))),
+    ("ledger::outbox_survives_reclaim", |b| Box::pin(ledger::outbox_survives_reclaim(b))),
+    ("ledger::transcript_is_ordered_and_idempotent", |b| Box::pin(ledger::transcript_is_ordered_and_idempotent(b))),
+    ("ledger::codex_thread_is_remembered_per_thread", |b| Box::pin(ledger::codex_thread_is_remembered_per_thread(b))),
+    ("ledger::stranded_lists_unenqueued_queued_tasks", |b| Box::pin(ledger::stranded_lists_unenqueued_queued_tasks(b))),
     ("queue::send_receive_delete", |b| Box::pin(queue::send_receive_delete(b))),
     ("queue::send_dedupes_by_task_id", |b| Box::pin(queue::send_dedupes_by_task_id(b))),
     ("queue::group_order_and_blocking", |b| Box::pin(queue::group_order_and_blocking(b))),
@@ -126,7 +130,8 @@ macro_rules! conformance_tests {
                 happy_path_completes, release_requeues, unknown_task_is_not_found, cancel_thread, retract_comment,
                 run_budget_counts_created_tasks, participation_is_per_root, assigned_flag,
                 task_listing_filters_and_order, concurrent_triggers_coalesce, concurrent_claims_have_one_winner,
-                concurrent_duplicate_deliveries;
+                concurrent_duplicate_deliveries, outbox_survives_reclaim, transcript_is_ordered_and_idempotent,
+                codex_thread_is_remembered_per_thread, stranded_lists_unenqueued_queued_tasks;
             queue: send_receive_delete, send_dedupes_by_task_id, group_order_and_blocking, groups_run_in_parallel,
                 visibility_timeout_redelivers, extend_keeps_hidden, long_poll_wakes_on_send, empty_receive_waits
         }

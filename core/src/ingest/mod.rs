@@ -9,7 +9,8 @@
 //! - A ledger failure answers 500: nothing was recorded, and Linear retries 500s. GitHub does not
 //!   retry, but a 2xx would claim we recorded something we did not.
 //! - A queue failure after the ledger write still answers 200: the task is recorded as `queued`
-//!   and the sweeper re-enqueues it; answering 5xx would invite a redelivery that dedupes anyway.
+//!   and [`crate::sweep`] re-enqueues it; answering 5xx would invite a redelivery that dedupes
+//!   anyway. A successful send is marked on the task (`enqueued_at`) so the sweeper skips it.
 //! - The HTTP mapping (status, short code) lives in [`Outcome::status`] and [`Outcome::code`] only.
 
 pub mod decode;
@@ -28,7 +29,7 @@ use crate::decision::ReasonCode;
 use crate::event::{Event, EventKind, Tracker};
 use crate::ledger::{Applied, Ledger, LedgerError, NewDelivery};
 use crate::queue::{Queue, QueueMessage};
-use crate::task::TaskId;
+use crate::task::{TaskId, Transition};
 use crate::trigger::{self, Rules};
 use crate::verify::{self, VerifyError};
 
@@ -294,8 +295,17 @@ impl Ingest {
             Applied::Duplicate => Outcome::Duplicate,
             Applied::Enqueued(task) => {
                 let msg = QueueMessage { task_id: task.id.clone(), group: task.thread_key.clone() };
-                if let Err(e) = self.queue.send(&msg).await {
-                    warn!(task_id = %task.id, error = %e, "enqueue failed; the task stays queued for the sweeper");
+                match self.queue.send(&msg).await {
+                    Ok(()) => {
+                        // Tells the sweeper this one arrived. If the mark itself fails, the sweeper
+                        // resends a task already on the queue: harmless, it dedupes by task id.
+                        if let Err(e) = self.ledger.transition(&task.id, &Transition::Enqueued).await {
+                            warn!(task_id = %task.id, error = %e, "enqueued, but not marked so");
+                        }
+                    }
+                    Err(e) => {
+                        warn!(task_id = %task.id, error = %e, "enqueue failed; the task stays queued for the sweeper")
+                    }
                 }
                 Outcome::Accepted { reason, task_id: Some(task.id) }
             }

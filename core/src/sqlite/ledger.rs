@@ -25,6 +25,7 @@ use crate::ledger::{
     Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
 };
 use crate::task::{CancelReason, Permission, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+use crate::transcript::TranscriptEntry;
 
 /// How often [`Ledger::transition`] re-reads and retries after losing a conditional write.
 const TRANSITION_ATTEMPTS: usize = 3;
@@ -89,15 +90,19 @@ impl Ledger for SqliteLedger {
                 )?,
                 None => false,
             };
-            let assigned: Option<bool> = tx
-                .query_row("SELECT assigned FROM threads WHERE thread_key = ?1", [key.as_str()], |r| r.get(0))
+            let record: Option<(bool, Option<String>)> = tx
+                .query_row("SELECT assigned, codex_thread_id FROM threads WHERE thread_key = ?1", [key.as_str()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .optional()?;
+            let (assigned, codex_thread_id) = record.unwrap_or((false, None));
             Ok(ThreadSnapshot {
                 queued,
                 active,
                 runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
                 participates,
-                assigned_to_agent: assigned.unwrap_or(false),
+                assigned_to_agent: assigned,
+                codex_thread_id,
             })
         })
         .await
@@ -219,6 +224,77 @@ impl Ledger for SqliteLedger {
                 "expires_at > ?1 ORDER BY received_at DESC, rowid DESC LIMIT ?2",
                 params![now.0, limit],
             )
+        })
+        .await
+    }
+
+    async fn set_codex_thread(&self, thread_key: &ThreadKey, codex_thread_id: &str) -> Result<(), LedgerError> {
+        let key = thread_key.clone();
+        let id = codex_thread_id.to_owned();
+        self.run(move |conn, _now| {
+            conn.execute(
+                "INSERT INTO threads (thread_key, assigned, codex_thread_id) VALUES (?1, 0, ?2)
+                 ON CONFLICT (thread_key) DO UPDATE SET codex_thread_id = excluded.codex_thread_id",
+                params![key.as_str(), id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn append_transcript(&self, id: &TaskId, entries: &[TranscriptEntry]) -> Result<(), LedgerError> {
+        let id = id.clone();
+        let rows = entries
+            .iter()
+            .map(|e| {
+                let seq = i64::try_from(e.seq).map_err(|_| LedgerError::Corrupt(format!("seq {} too large", e.seq)))?;
+                let body = serde_json::to_string(e).map_err(|e| LedgerError::Corrupt(format!("encode entry: {e}")))?;
+                Ok((seq, body))
+            })
+            .collect::<Result<Vec<_>, LedgerError>>()?;
+        self.run(move |conn, _now| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for (seq, body) in rows {
+                tx.execute(
+                    "INSERT INTO transcript (task_id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    params![id.as_str(), seq, body],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn transcript(&self, id: &TaskId) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        let id = id.clone();
+        self.run(move |conn, _now| {
+            let mut stmt = conn.prepare("SELECT body FROM transcript WHERE task_id = ?1 ORDER BY seq")?;
+            let bodies = stmt.query_map([id.as_str()], |r| r.get::<_, String>(0))?;
+            bodies
+                .map(|b| serde_json::from_str(&b?).map_err(|e| LedgerError::Corrupt(format!("transcript entry: {e}"))))
+                .collect()
+        })
+        .await
+    }
+
+    async fn stranded(&self, created_before: Millis, limit: usize) -> Result<Vec<Task>, LedgerError> {
+        self.run(move |conn, _now| {
+            let mut stmt = conn.prepare(
+                "SELECT body FROM tasks WHERE state = 'queued' AND created_at <= ?1 ORDER BY created_at, rowid",
+            )?;
+            let bodies = stmt.query_map([created_before.0], |r| r.get::<_, String>(0))?;
+            let mut out = Vec::new();
+            for body in bodies {
+                let task = decode_task(&body?)?;
+                if task.enqueued_at.is_none() {
+                    out.push(task);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
         })
         .await
     }

@@ -32,7 +32,7 @@ pub const DB_FILE_NAME: &str = "beckon.sqlite3";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema this build writes; a file with a newer version is refused rather than misread.
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i32 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -83,6 +83,18 @@ CREATE TABLE queue_messages (
 CREATE INDEX queue_live_by_group ON queue_messages (grp, seq) WHERE deleted_at IS NULL;
 ";
 
+/// Version 2: the Codex thread a conversation continues on, and task transcripts.
+const SCHEMA_V2: &str = "
+ALTER TABLE threads ADD COLUMN codex_thread_id TEXT;
+
+CREATE TABLE transcript (
+    task_id     TEXT NOT NULL REFERENCES tasks (id),
+    seq         INTEGER NOT NULL,
+    body        TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+";
+
 /// Opens (creating and migrating when needed) the database file at `path` and returns the ledger
 /// and queue handles over it. Several `open`s of one file, in one process or several, are safe.
 /// The ledger reads "now" from `clock`; the queue uses the system clock, as SQS does.
@@ -115,14 +127,18 @@ fn connect(path: &Path) -> Result<Connection, LedgerError> {
 fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version == 0 {
-        tx.execute_batch(SCHEMA_V1)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    } else if version != SCHEMA_VERSION {
+    if version > SCHEMA_VERSION {
         return Err(LedgerError::Corrupt(format!(
-            "schema version {version} is not {SCHEMA_VERSION}: written by another Beckon version"
+            "schema version {version} is newer than {SCHEMA_VERSION}: written by a newer Beckon"
         )));
     }
+    if version < 1 {
+        tx.execute_batch(SCHEMA_V1)?;
+    }
+    if version < 2 {
+        tx.execute_batch(SCHEMA_V2)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
 }
