@@ -17,8 +17,8 @@ use beckon_core::ledger::{Applied, DeliveryRecord, Ledger, LedgerError, NewDeliv
 use beckon_core::queue::{Queue, QueueError, QueueMessage, Receipt, Received};
 use beckon_core::sqlite;
 use beckon_core::sweep;
-use beckon_core::transcript::TranscriptEntry;
 use beckon_core::task::{Task, TaskId, TaskState, ThreadKey, Transition};
+use beckon_core::transcript::TranscriptEntry;
 use hmac::{Hmac, Mac};
 use pretty_assertions::assert_eq;
 use secrecy::SecretString;
