@@ -24,6 +24,7 @@ pub mod decision;
 pub mod event;
 pub mod ingest;
 pub mod ledger;
+pub mod prompt;
 pub mod queue;
 pub mod sweep;
 pub mod task;

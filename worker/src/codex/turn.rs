@@ -178,6 +178,11 @@ pub enum TurnEvent {
         resume_error: Option<String>,
     },
     /// A complete agent message.
+    /// Codex accepted `turn/start`: the task is now running.
+    TurnStarted {
+        /// The turn id.
+        turn_id: String,
+    },
     Text {
         /// Item id.
         id: String,
@@ -414,6 +419,7 @@ impl Run<'_> {
         };
         let turn = self.guard(self.process.request(&turn_start, timeouts.request)).await?.turn;
         tracing::info!(%thread_id, turn_id = %turn.id, resumed, "codex turn started");
+        self.events.emit(TurnEvent::TurnStarted { turn_id: turn.id.clone() });
 
         let mut state = TurnState::default();
         let (end, reason) = self.stream(incoming, &turn.id, &mut state).await?;
