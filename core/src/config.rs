@@ -74,9 +74,32 @@ pub mod vars {
     pub const CODEX_BIN: &str = "BECKON_CODEX_BIN";
     /// A TOML file merged into every task's Codex `config.toml`.
     pub const CODEX_CONFIG: &str = "BECKON_CODEX_CONFIG";
+    /// Comma-separated names of variables passed through to the Codex process (e.g. the model
+    /// provider's API key); Codex keeps them out of the agent's commands.
+    pub const CODEX_ENV: &str = "BECKON_CODEX_ENV";
+    /// A GitHub personal access token (for `beckon serve` on a laptop; production uses the App).
+    pub const GITHUB_TOKEN: &str = "BECKON_GITHUB_TOKEN";
+    /// The GitHub App private key (PEM), as a value.
+    pub const GITHUB_APP_PRIVATE_KEY: &str = "BECKON_GITHUB_APP_PRIVATE_KEY";
+    /// A Linear personal API key.
+    pub const LINEAR_API_KEY: &str = "BECKON_LINEAR_API_KEY";
+    /// A Linear OAuth (app actor) token.
+    pub const LINEAR_OAUTH_TOKEN: &str = "BECKON_LINEAR_OAUTH_TOKEN";
+    /// `owner/repo` the agent works on for Linear issues (Linear issues name no repository).
+    pub const LINEAR_REPOSITORY: &str = "BECKON_LINEAR_REPOSITORY";
+    /// How many tasks one worker runs at once.
+    pub const WORKER_SLOTS: &str = "BECKON_WORKER_SLOTS";
+    /// Lease (and queue visibility) length in seconds; heartbeats renew it.
+    pub const LEASE_SECS: &str = "BECKON_LEASE_SECS";
+    /// Claims per task before it fails as `attempts_exhausted`.
+    pub const MAX_ATTEMPTS: &str = "BECKON_MAX_ATTEMPTS";
+    /// Overall deadline of one Codex turn, in seconds.
+    pub const TURN_DEADLINE_SECS: &str = "BECKON_TURN_DEADLINE_SECS";
+    /// Seconds without any Codex event before the turn is interrupted.
+    pub const NO_PROGRESS_SECS: &str = "BECKON_NO_PROGRESS_SECS";
 
     /// Every name above, for consistency checks against deploy templates.
-    pub const ALL: [&str; 28] = [
+    pub const ALL: [&str; 39] = [
         LISTEN,
         DATA_DIR,
         BACKEND,
@@ -105,6 +128,17 @@ pub mod vars {
         GIT_BASE_URL,
         CODEX_BIN,
         CODEX_CONFIG,
+        CODEX_ENV,
+        GITHUB_TOKEN,
+        GITHUB_APP_PRIVATE_KEY,
+        LINEAR_API_KEY,
+        LINEAR_OAUTH_TOKEN,
+        LINEAR_REPOSITORY,
+        WORKER_SLOTS,
+        LEASE_SECS,
+        MAX_ATTEMPTS,
+        TURN_DEADLINE_SECS,
+        NO_PROGRESS_SECS,
     ];
 }
 
@@ -156,7 +190,52 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// The trigger rules' configuration.
     pub rules: Rules,
+    /// What the worker needs: Codex, git, tracker credentials, limits.
+    pub worker: WorkerSettings,
 }
+
+/// The worker's settings (`beckon worker`, and the worker inside `beckon serve`).
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// The native `codex` binary; `None` means no worker can run here.
+    pub codex_bin: Option<PathBuf>,
+    /// A TOML file merged into every task's Codex `config.toml`.
+    pub codex_config: Option<PathBuf>,
+    /// Variables passed through to the Codex process.
+    pub codex_env: Vec<String>,
+    /// Clone base: `{base}{owner}/{repo}.git`.
+    pub git_base_url: String,
+    /// GitHub REST API base.
+    pub github_api_url: String,
+    /// A personal access token.
+    pub github_token: Option<SecretString>,
+    /// The GitHub App private key (PEM), with `rules.own_app_id` as the App id.
+    pub github_app_private_key: Option<SecretString>,
+    /// Linear GraphQL endpoint.
+    pub linear_api_url: String,
+    /// A Linear API key.
+    pub linear_api_key: Option<SecretString>,
+    /// A Linear OAuth token.
+    pub linear_oauth_token: Option<SecretString>,
+    /// The repository Linear tasks work on.
+    pub linear_repository: Option<(String, String)>,
+    /// Tasks run at once; `None` lets the worker pick from memory.
+    pub slots: Option<usize>,
+    /// Lease and visibility length.
+    pub lease: Duration,
+    /// Claims per task before giving up.
+    pub max_attempts: u32,
+    /// Overall deadline of one Codex turn.
+    pub turn_deadline: Duration,
+    /// Silence from Codex after which the turn is interrupted.
+    pub no_progress: Duration,
+}
+
+/// Default lease: heartbeats renew it every third of it, so a crashed worker's task is picked up
+/// again within a minute.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// Default claims per task: one retry after a crash or a transient failure, then one more.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
 /// A setting that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +303,37 @@ impl Settings {
                 .collect()
         };
         let agent_logins = list(get(vars::GITHUB_AGENT_LOGINS));
+        let secret = |name: &str| get(name).filter(|s| !s.is_empty()).map(SecretString::from);
+        let linear_repository = match get(vars::LINEAR_REPOSITORY) {
+            None => None,
+            Some(v) => match v.trim().split_once('/') {
+                Some((owner, repo)) if !owner.is_empty() && !repo.is_empty() && !repo.contains('/') => {
+                    Some((owner.to_owned(), repo.to_owned()))
+                }
+                Some(_) | None => return Err(invalid(vars::LINEAR_REPOSITORY, "must be `owner/repo`")),
+            },
+        };
+        let secs = |name: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+            Ok(Duration::from_secs(number(get(name), name, default.as_secs())?))
+        };
+        let worker = WorkerSettings {
+            codex_bin: get(vars::CODEX_BIN).filter(|s| !s.is_empty()).map(PathBuf::from),
+            codex_config: get(vars::CODEX_CONFIG).filter(|s| !s.is_empty()).map(PathBuf::from),
+            codex_env: list(get(vars::CODEX_ENV)),
+            git_base_url: get(vars::GIT_BASE_URL).unwrap_or_else(|| "https://github.com/".to_owned()),
+            github_api_url: get(vars::GITHUB_API_URL).unwrap_or_else(|| "https://api.github.com".to_owned()),
+            github_token: secret(vars::GITHUB_TOKEN),
+            github_app_private_key: secret(vars::GITHUB_APP_PRIVATE_KEY),
+            linear_api_url: get(vars::LINEAR_API_URL).unwrap_or_else(|| "https://api.linear.app/graphql".to_owned()),
+            linear_api_key: secret(vars::LINEAR_API_KEY),
+            linear_oauth_token: secret(vars::LINEAR_OAUTH_TOKEN),
+            linear_repository,
+            slots: get(vars::WORKER_SLOTS).map(|v| number(Some(v), vars::WORKER_SLOTS, 1usize)).transpose()?,
+            lease: secs(vars::LEASE_SECS, DEFAULT_LEASE)?,
+            max_attempts: number(get(vars::MAX_ATTEMPTS), vars::MAX_ATTEMPTS, DEFAULT_MAX_ATTEMPTS)?,
+            turn_deadline: secs(vars::TURN_DEADLINE_SECS, Duration::from_secs(3600))?,
+            no_progress: secs(vars::NO_PROGRESS_SECS, Duration::from_secs(600))?,
+        };
         Ok(Settings {
             listen,
             data_dir: PathBuf::from(get(vars::DATA_DIR).unwrap_or_else(|| "./.beckon".to_owned())),
@@ -232,6 +342,7 @@ impl Settings {
             github_secrets: secrets(vars::GITHUB_WEBHOOK_SECRET, vars::GITHUB_WEBHOOK_SECRET_PREVIOUS),
             linear_secrets: secrets(vars::LINEAR_WEBHOOK_SECRET, vars::LINEAR_WEBHOOK_SECRET_PREVIOUS),
             max_body_bytes: number(get(vars::MAX_BODY_BYTES), vars::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
+            worker,
             rules: Rules {
                 own_logins: list(get(vars::GITHUB_BOT_LOGINS)),
                 own_app_id: get(vars::GITHUB_APP_ID)

@@ -50,7 +50,8 @@ impl Beckon {
         Beckon::start_with(&env)
     }
 
-    /// Starts `beckon serve` with exactly `vars` (plus data dir, listen address and JSON logs).
+    /// Starts `beckon serve` with exactly `vars` (plus data dir, listen address, JSON logs and the
+    /// parent's `PATH`, so git and python are found).
     pub fn start_with(vars: &[(&str, &str)]) -> Beckon {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let mut env: Vec<(String, String)> = vec![
@@ -58,8 +59,24 @@ impl Beckon {
             ("BECKON_LISTEN".into(), "127.0.0.1:0".into()),
             ("BECKON_LOG_FORMAT".into(), "json".into()),
             ("RUST_LOG".into(), "info".into()),
+            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
         ];
         env.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Beckon::spawn(data_dir, env)
+    }
+
+    /// Kills the process with SIGKILL (no cleanup at all) and starts a new one on the same data
+    /// dir and environment: a crash and a restart.
+    pub fn crash_and_restart(mut self) -> Beckon {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+        let data_dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().expect("tempdir"));
+        let env = std::mem::take(&mut self.env);
+        Beckon::spawn(data_dir, env)
+    }
+
+    fn spawn(data_dir: tempfile::TempDir, env: Vec<(String, String)>) -> Beckon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").env_clear().envs(env.iter().cloned()).current_dir(data_dir.path());
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
@@ -91,6 +108,19 @@ impl Beckon {
             std::thread::sleep(Duration::from_millis(20));
         };
         Beckon { child: Some(child), base: format!("http://{addr}"), data_dir, env, logs }
+    }
+
+    /// Waits until `pred` holds for `beckon tasks list --json`, or panics after `timeout`.
+    pub fn wait_for_tasks(&self, timeout: Duration, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let tasks = self.tasks();
+            if pred(&tasks) {
+                return tasks;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; tasks: {tasks:#?}\nlogs:\n{}", self.logs().join("\n"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Runs `beckon ARGS…` against the same data dir and returns stdout; panics if it fails.

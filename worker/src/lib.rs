@@ -2,14 +2,24 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`serve`] | `beckon serve`: the HTTP edge over the embedded SQLite store |
-//! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
+//! | [`serve`] | `beckon serve`: the HTTP edge and a worker over the embedded SQLite store |
+//! | [`worker`] | the worker loop: claim, lease, run one Codex turn, answer, finish |
+//! | [`execenv`] | a task's workspace: worktree from a cached mirror, CODEX_HOME, scrubbed env |
 //! | [`codex`] | drives the real OpenAI Codex (`codex app-server`, JSON-RPC over stdio) for one turn |
+//! | [`tools`] | the dynamic tools the agent calls, scoped to its task |
+//! | [`events`] | Codex events → the task transcript |
+//! | [`setup`] | builds a worker from settings |
+//! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
 //! | [`logging`] | the process's one tracing subscriber |
 //!
 //! `main.rs` only parses the command line and calls into these.
 
 pub mod codex;
+pub mod events;
+pub mod execenv;
 pub mod logging;
 pub mod operator;
 pub mod serve;
+pub mod setup;
+pub mod tools;
+pub mod worker;

@@ -7,7 +7,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use beckon::{logging, operator, serve};
+use std::sync::Arc;
+
+use beckon::{logging, operator, serve, setup};
+use beckon_core::clock::{Clock, SystemClock};
+use beckon_core::config::Backend;
 use beckon_core::config::{vars, Settings};
 use clap::{Parser, Subcommand};
 
@@ -21,8 +25,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run everything on this machine: webhook ingest over HTTP with the embedded SQLite store.
+    /// Run everything on this machine: webhook ingest over HTTP and a worker, with the embedded
+    /// SQLite store.
     Serve,
+    /// Run only the worker: claim queued tasks, run Codex, answer in the thread.
+    Worker,
     /// Inspect tasks.
     Tasks {
         #[command(subcommand)]
@@ -43,6 +50,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve::main(settings).await,
+            Command::Worker => worker_main(settings).await,
             Command::Tasks { command } => operator::tasks(&settings, command).await,
             Command::Deliveries { command } => operator::deliveries(&settings, command).await,
         }
@@ -59,4 +67,30 @@ fn load_settings() -> anyhow::Result<Settings> {
         Err(e) => return Err(e).with_context(|| format!("while reading {}", path.display())),
     };
     Settings::load(|name| std::env::var(name).ok(), file).context("while loading settings")
+}
+
+/// `beckon worker`: the worker alone, over the configured backend, until SIGINT/SIGTERM.
+async fn worker_main(settings: Settings) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (ledger, queue) = match settings.backend {
+        Some(Backend::Sqlite) => {
+            let path = settings.sqlite_path();
+            let (l, q) = beckon_core::sqlite::open(&path, Arc::clone(&clock))
+                .with_context(|| format!("while opening {}", path.display()))?;
+            (Arc::new(l) as Arc<dyn beckon_core::ledger::Ledger>, Arc::new(q) as Arc<dyn beckon_core::queue::Queue>)
+        }
+        Some(Backend::Aws) | None => {
+            anyhow::bail!("`beckon worker` on DynamoDB/SQS is not built yet; set BECKON_BACKEND=sqlite to run it on the embedded store")
+        }
+    };
+    let worker = match setup::build(&settings, ledger, queue, clock)? {
+        Ok(worker) => Arc::new(worker),
+        Err(why) => anyhow::bail!("cannot run a worker: {why:?} (set BECKON_CODEX_BIN and a tracker credential)"),
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(Arc::clone(&worker).run(shutdown.child_token()));
+    serve::shutdown_signal().await;
+    shutdown.cancel();
+    running.await.context("while stopping the worker")?;
+    Ok(())
 }

@@ -29,6 +29,14 @@ pub enum TasksCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Show a task's transcript: what the agent did, in order.
+    Transcript {
+        /// The task id (`t_…`).
+        id: String,
+        /// Print JSON (one array) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one task with its triggers.
     Show {
         /// The task id (`t_…`).
@@ -77,6 +85,17 @@ pub async fn tasks(settings: &Settings, command: TasksCommand) -> anyhow::Result
                 println!("{}", serde_json::to_string_pretty(&tasks)?);
             } else {
                 print_task_table(&tasks);
+            }
+        }
+        TasksCommand::Transcript { id, json } => {
+            let entries = ledger.transcript(&TaskId(id.clone())).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&entries)?);
+            } else {
+                for e in &entries {
+                    let tool = e.tool.as_deref().map(|t| format!(" {t}")).unwrap_or_default();
+                    println!("#{} {} {:?}{tool}: {}", e.seq, e.at, e.kind, e.text);
+                }
             }
         }
         TasksCommand::Show { id, json } => {

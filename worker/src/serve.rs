@@ -4,7 +4,9 @@
 //! Owns the HTTP edge only: routes, the body cap (enforced while reading, so an over-long body is
 //! refused without reading further), the mapping of an ingest [`Outcome`] to a response, and
 //! graceful shutdown on SIGINT/SIGTERM. A tracker without a secret has its endpoint switched off
-//! (404), and start-up says so.
+//! (404), and start-up says so. The worker runs in the same process over the same store when
+//! `BECKON_CODEX_BIN` and a tracker credential are set; otherwise tasks wait, `queued`, and
+//! start-up says why.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +25,9 @@ use beckon_core::ingest::{Headers, Ingest, IngestConfig, Outcome, Rejection, Web
 use beckon_core::sqlite;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::setup::{self, NoWorker};
 use tracing::{info, warn};
 
 /// Runs `beckon serve` until SIGINT/SIGTERM.
@@ -39,6 +44,8 @@ pub async fn main(settings: Settings) -> anyhow::Result<()> {
     let path = settings.sqlite_path();
     let (ledger, queue) =
         sqlite::open(&path, clock.clone()).with_context(|| format!("while opening {}", path.display()))?;
+    let ledger: Arc<dyn beckon_core::ledger::Ledger> = Arc::new(ledger);
+    let queue: Arc<dyn beckon_core::queue::Queue> = Arc::new(queue);
     let ingest = Ingest::new(
         IngestConfig {
             github_secrets: settings.github_secrets.clone(),
@@ -47,9 +54,9 @@ pub async fn main(settings: Settings) -> anyhow::Result<()> {
             max_body_bytes: settings.max_body_bytes,
             linear_replay_window: LINEAR_REPLAY_WINDOW,
         },
-        Arc::new(ledger),
-        Arc::new(queue),
-        clock,
+        Arc::clone(&ledger),
+        Arc::clone(&queue),
+        Arc::clone(&clock),
     );
     for tracker in [Tracker::Github, Tracker::Linear] {
         let path = format!("/webhooks/{tracker}");
@@ -67,7 +74,19 @@ pub async fn main(settings: Settings) -> anyhow::Result<()> {
         TcpListener::bind(settings.listen).await.with_context(|| format!("while binding {}", settings.listen))?;
     let addr = listener.local_addr().context("while reading the bound address")?;
     info!(%addr, handle = %settings.rules.handle, db = %path.display(), "beckon serve listening");
-    run(listener, Arc::new(ingest), shutdown_signal()).await.context("while serving HTTP")?;
+    let http_stop = shutdown.clone();
+    let signal = async move {
+        shutdown_signal().await;
+        http_stop.cancel();
+    };
+    let served = run(listener, Arc::new(ingest), signal).await.context("while serving HTTP");
+    shutdown.cancel();
+    if let Some(worker) = worker {
+        if let Err(e) = worker.await {
+            warn!(error = %e, "the worker ended abnormally");
+        }
+    }
+    served?;
     info!("beckon serve stopped");
     Ok(())
 }
@@ -125,7 +144,7 @@ fn respond(outcome: Outcome) -> Response {
 }
 
 /// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             warn!(error = %e, "cannot listen for SIGINT");

@@ -1,0 +1,247 @@
+//! End to end with the real worker: a signed webhook into `beckon serve` → a task → a real Codex
+//! turn (the pinned `codex` binary against the scripted model server) in a sandboxed worktree of a
+//! local git remote → the reply on the GitHub double → the task `completed` with its transcript.
+//! Also: a second comment resumes the same Codex thread; `@agent stop` interrupts a running turn;
+//! a worker killed mid-turn and restarted finishes the task with exactly one reply.
+//!
+//! The scripted model reads markers in the last user message (`[[shell:CMD]]`,
+//! `[[call:TOOL:{json}]]`, `[[stall:N]]`): the trigger comment carries them into the prompt.
+
+// A test crate: helpers panic on unexpected shapes, which fails the test with a message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+#[path = "../core/tests/support/github_double.rs"]
+#[allow(dead_code)]
+mod github_double;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use github_double::GithubDouble;
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use support::{client, fixture, github, Beckon};
+
+const NEEDS: &str = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN";
+const TOKEN: &str = "ghp_test_token_not_a_real_one_4f1c";
+const TURN_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct World {
+    dir: tempfile::TempDir,
+    github: GithubDouble,
+    _mock: KillOnDrop,
+    beckon: Beckon,
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A bare "remote" at `<dir>/remotes/Codertocat/Hello-World.git` with one commit on `main`.
+fn remote(dir: &Path) -> PathBuf {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "-q", "-b", "main"]);
+    std::fs::write(seed.join("README.md"), "Hello World\n").unwrap();
+    git(&seed, &["add", "."]);
+    git(&seed, &["commit", "-q", "-m", "initial"]);
+    let bare = dir.join("remotes/Codertocat/Hello-World.git");
+    std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
+    git(dir, &["clone", "-q", "--bare", seed.to_str().unwrap(), bare.to_str().unwrap()]);
+    dir.join("remotes")
+}
+
+fn mock_model(dir: &Path) -> (KillOnDrop, u16) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_responses.py");
+    let port_file = dir.join("mock-port.txt");
+    let child = Command::new("python3")
+        .arg(&script)
+        .args(["--port", "0", "--port-file"])
+        .arg(&port_file)
+        .arg("--log")
+        .arg(dir.join("mock-requests.jsonl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(port) = std::fs::read_to_string(&port_file).ok().and_then(|t| t.trim().parse().ok()) {
+            return (guard, port);
+        }
+        assert!(Instant::now() < deadline, "the mock model did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn world(extra: &[(&str, &str)]) -> World {
+    let codex = std::env::var("BECKON_TEST_CODEX_BIN").expect(NEEDS);
+    let dir = tempfile::tempdir().unwrap();
+    let remotes = remote(dir.path());
+    let (mock, port) = mock_model(dir.path());
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
+    let codex_config = dir.path().join("codex.toml");
+    std::fs::write(
+        &codex_config,
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
+             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
+            catalog.display()
+        ),
+    )
+    .unwrap();
+    let github = GithubDouble::start(Some(TOKEN)).await;
+    let base_url = format!("file://{}/", remotes.display());
+    let codex_config = codex_config.display().to_string();
+    let mut env = vec![
+        ("BECKON_CODEX_BIN", codex.as_str()),
+        ("BECKON_CODEX_CONFIG", codex_config.as_str()),
+        ("BECKON_GIT_BASE_URL", base_url.as_str()),
+        ("BECKON_GITHUB_API_URL", github.base.as_str()),
+        ("BECKON_GITHUB_TOKEN", TOKEN),
+        ("BECKON_WORKER_SLOTS", "2"),
+    ];
+    env.extend_from_slice(extra);
+    let beckon = Beckon::start(&env);
+    World { dir, github, _mock: mock, beckon }
+}
+
+fn comment(body: &str, comment_id: u64) -> Value {
+    let mut payload = fixture("github/issue_comment.created.json");
+    payload["comment"]["body"] = json!(body);
+    payload["comment"]["id"] = json!(comment_id);
+    payload
+}
+
+fn transcript(b: &Beckon, task_id: &str) -> Vec<Value> {
+    serde_json::from_str(&b.cli(&["tasks", "transcript", task_id, "--json"])).unwrap()
+}
+
+fn finished(tasks: &[Value]) -> bool {
+    !tasks.is_empty() && tasks.iter().all(|t| ["completed", "failed", "cancelled"].contains(&t["state"].as_str().unwrap()))
+}
+
+/// Comments Beckon posted on issue #1 of the double.
+fn replies(w: &World) -> Vec<String> {
+    w.github.comments().into_iter().filter(|c| c.number == 1).map(|c| c.body).collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
+    let w = world(&[]).await;
+    let body = "@agent please fix the readme [[shell:echo fixed >> README.md && git commit -qam fix && cat README.md]]";
+    let r = github(&client(), &w.beckon.base, "issue_comment", "e2e-1", &comment(body, 501)).await;
+    assert_eq!(r.body["outcome"], "enqueued");
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to finish", finished);
+    let task = &tasks[0];
+    assert_eq!(task["state"], "completed", "{task:#}\nlogs:\n{}", w.beckon.logs().join("\n"));
+
+    // One reply: the agent's final message (it ran the command, which committed inside the sandbox).
+    let posted = replies(&w);
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert!(posted[0].contains("Hello World\nfixed"), "{}", posted[0]);
+    assert!(posted[0].contains(&format!("beckon:task={}", task["id"].as_str().unwrap())), "idempotency marker");
+    assert!(task["reply"]["posted_comment_id"].is_string());
+    assert!(task["usage"]["total_tokens"].as_u64().unwrap() > 0, "usage recorded: {task:#}");
+    assert!(task["codex_thread_id"].is_string());
+
+    // The transcript has the command and its output, in order.
+    let entries = transcript(&w.beckon, task["id"].as_str().unwrap());
+    let kinds: Vec<&str> = entries.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.windows(2).any(|k| k == ["tool_use", "tool_result"]), "{kinds:?}");
+    assert!(entries.iter().any(|e| e["text"].as_str().unwrap().contains("fixed")), "{entries:#?}");
+    let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+
+    // The commit landed on the task's branch in the cached mirror; the workspace is gone.
+    let mirror = w.beckon.data_dir.path().join("mirrors/Codertocat/Hello-World.git");
+    let log = Command::new("git").args(["log", "--format=%s", "beckon/issue-1"]).current_dir(&mirror).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).lines().next(), Some("fix"));
+    assert!(!w.beckon.data_dir.path().join("work").join(task["id"].as_str().unwrap()).exists());
+    // Nothing secret reached the logs or the agent's view.
+    let logs = w.beckon.logs().join("\n");
+    assert!(!logs.contains(TOKEN) && !posted[0].contains(TOKEN));
+    assert!(!entries.iter().any(|e| e["text"].as_str().unwrap().contains(TOKEN)));
+    drop(w.dir);
+}
+
+#[tokio::test]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn the_reply_tool_posts_under_the_trigger_and_a_second_comment_resumes_the_thread() {
+    let w = world(&[]).await;
+    let c = client();
+    let first = r#"@agent look [[call:comment_reply:{"body":"On it: the toast is fixed."}]]"#;
+    github(&c, &w.beckon.base, "issue_comment", "e2e-a", &comment(first, 601)).await;
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the first task", finished);
+    assert_eq!(tasks[0]["state"], "completed");
+    assert_eq!(replies(&w).len(), 1);
+    assert!(replies(&w)[0].contains("On it: the toast is fixed."));
+
+    let second = "@agent and now the tests please";
+    github(&c, &w.beckon.base, "issue_comment", "e2e-b", &comment(second, 602)).await;
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the second task", |t| t.len() == 2 && finished(t));
+    let threads: Vec<&str> = tasks.iter().map(|t| t["codex_thread_id"].as_str().unwrap()).collect();
+    assert_eq!(threads[0], threads[1], "the second comment continues the same Codex thread");
+    assert_eq!(replies(&w).len(), 2, "one reply per task");
+    // A scoped tool refuses to be aimed elsewhere.
+    let reply_calls = w.github.requests_to("POST", "/issues/1/comments");
+    assert_eq!(reply_calls.len(), 2);
+}
+
+#[tokio::test]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn stop_interrupts_a_running_turn() {
+    let w = world(&[("BECKON_LEASE_SECS", "3")]).await;
+    let c = client();
+    github(&c, &w.beckon.base, "issue_comment", "e2e-s1", &comment("@agent think hard [[stall:60]]", 701)).await;
+    w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to run", |t| t.len() == 1 && t[0]["state"] == "running");
+    let r = github(&c, &w.beckon.base, "issue_comment", "e2e-s2", &comment("@agent stop", 702)).await;
+    assert_eq!(r.body["outcome"], "cancelled");
+    let started = Instant::now();
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to stop", finished);
+    assert_eq!(tasks[0]["state"], "cancelled");
+    assert!(started.elapsed() < Duration::from_secs(30), "stopped within a few heartbeats");
+    let posted = replies(&w);
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert!(posted[0].contains("Stopped, as asked."), "{}", posted[0]);
+}
+
+#[tokio::test]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn a_worker_killed_mid_turn_is_replaced_and_the_task_answers_exactly_once() {
+    let w = world(&[("BECKON_LEASE_SECS", "3")]).await;
+    let c = client();
+    github(&c, &w.beckon.base, "issue_comment", "e2e-k", &comment("@agent slow one [[stall:4]]", 801)).await;
+    w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to run", |t| t.len() == 1 && t[0]["state"] == "running");
+    let World { dir, github: gh, _mock, beckon } = w;
+    let beckon = beckon.crash_and_restart();
+    let tasks = beckon.wait_for_tasks(TURN_TIMEOUT, "the task to finish after the restart", finished);
+    assert_eq!(tasks[0]["state"], "completed", "logs:\n{}", beckon.logs().join("\n"));
+    assert_eq!(tasks[0]["attempt"], 2, "the second worker reclaimed it after the lease expired");
+    let posted: Vec<String> = gh.comments().into_iter().filter(|c| c.number == 1).map(|c| c.body).collect();
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    drop(dir);
+}

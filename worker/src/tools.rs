@@ -1,0 +1,221 @@
+//! The agent's hands on the tracker: Codex dynamic tools, answered by the worker (DESIGN §5).
+//!
+//! The agent holds no credential; when the model calls a tool, `codex app-server` asks the worker
+//! (`item/tool/call`) and [`TaskTools`] acts for *this task only*. No tool takes an argument that
+//! names an issue, repository, comment or branch: the worker fixes all of them from the task, so a
+//! prompt-injected "reply on issue #1" has nothing to aim with. Unknown arguments are refused with
+//! a reason the model can read. `comment_reply` goes through the task's outbox: staged in the
+//! ledger, posted with an idempotency marker, marked posted; a task answers once.
+//! Tool results never contain credentials (the tracker clients keep them), only tracker text.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use beckon_core::ledger::{Ledger, LedgerError};
+use beckon_core::task::{Task, TaskId, Transition, TransitionError};
+use beckon_core::tracker::{Reply, ThreadRef, TrackerClient};
+use serde_json::{json, Map, Value};
+use tracing::{info, warn};
+
+use crate::codex::{DynamicToolSpec, ToolHandler, ToolResult};
+
+/// Tool output longer than this is cut (with a note): a huge thread should not flood the turn.
+pub const MAX_TOOL_OUTPUT_CHARS: usize = 60_000;
+
+/// The tools offered to the agent, with their JSON Schemas (DESIGN §7).
+pub fn specs() -> Vec<DynamicToolSpec> {
+    let none = json!({ "type": "object", "properties": {}, "additionalProperties": false });
+    vec![
+        DynamicToolSpec::Function {
+            name: "issue_read".into(),
+            description: "Read the issue or pull request you were summoned on: title, state and description.".into(),
+            input_schema: none.clone(),
+        },
+        DynamicToolSpec::Function {
+            name: "thread_read".into(),
+            description: "Read the conversation you were summoned from, oldest comment first, with authors.".into(),
+            input_schema: none,
+        },
+        DynamicToolSpec::Function {
+            name: "comment_reply".into(),
+            description: "Answer the person who summoned you, in the conversation you were summoned from. Markdown. \
+                          Call it once, with your complete answer."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": { "body": { "type": "string", "description": "The reply, in Markdown." } },
+                "required": ["body"],
+                "additionalProperties": false
+            }),
+        },
+    ]
+}
+
+/// What the tools act on for one task attempt.
+#[derive(Debug)]
+pub struct TaskTools {
+    task_id: TaskId,
+    lease_gen: u64,
+    thread: ThreadRef,
+    ledger: Arc<dyn Ledger>,
+    tracker: Arc<dyn TrackerClient>,
+    /// The task's reply once posted (by the tool or recovered from the outbox): `(comment id, url)`.
+    replied: Mutex<Option<String>>,
+}
+
+impl TaskTools {
+    /// Tools for `task` (claimed with `lease_gen`), acting through `tracker`.
+    pub fn new(task: &Task, lease_gen: u64, ledger: Arc<dyn Ledger>, tracker: Arc<dyn TrackerClient>) -> TaskTools {
+        let replied = task.reply.as_ref().and_then(|r| r.posted_comment_id.clone());
+        TaskTools {
+            task_id: task.id.clone(),
+            lease_gen,
+            thread: ThreadRef::for_task(task),
+            ledger,
+            tracker,
+            replied: Mutex::new(replied),
+        }
+    }
+
+    /// The id of the comment the task posted, if it has replied.
+    pub fn replied(&self) -> Option<String> {
+        self.replied.lock().map(|r| r.clone()).unwrap_or(None)
+    }
+
+    /// Stages `body` in the outbox (unless a reply is already staged), posts it idempotently and
+    /// marks it posted. Used by `comment_reply` and by the worker's fallback reply.
+    ///
+    /// # Errors
+    /// Why the reply could not be posted (ledger or tracker), as text for the model or the log.
+    pub async fn post_reply(&self, body: &str) -> Result<String, String> {
+        if let Some(id) = self.replied() {
+            return Err(format!("you already replied in this task (comment {id}); a task answers once"));
+        }
+        let stage = Transition::StageReply { lease_gen: self.lease_gen, body: body.to_owned() };
+        let task = match self.ledger.transition(&self.task_id, &stage).await {
+            Ok(task) => task,
+            // Staged by an earlier attempt that crashed before posting: post that one.
+            Err(LedgerError::Transition(TransitionError::ReplyExists { .. })) => self
+                .ledger
+                .task(&self.task_id)
+                .await
+                .map_err(|e| format!("could not read the task: {e}"))?
+                .ok_or_else(|| "the task disappeared".to_owned())?,
+            Err(e) => return Err(format!("could not record the reply: {e}")),
+        };
+        let Some(staged) = task.reply else {
+            return Err("the reply was not recorded".to_owned());
+        };
+        if let Some(id) = staged.posted_comment_id {
+            self.remember(&id);
+            return Err(format!("you already replied in this task (comment {id}); a task answers once"));
+        }
+        let reply = Reply { task_id: self.task_id.clone(), seq: staged.seq, body: staged.body };
+        let posted = self.tracker.post_reply(&self.thread, &reply).await.map_err(|e| {
+            warn!(task_id = %self.task_id, error = %e, "posting the reply failed");
+            format!("the tracker refused the reply: {e}")
+        })?;
+        let mark = Transition::ReplyPosted { lease_gen: self.lease_gen, comment_id: posted.comment_id.clone() };
+        if let Err(e) = self.ledger.transition(&self.task_id, &mark).await {
+            // Posted but not marked: a retry finds the marker in the thread and does not repost.
+            warn!(task_id = %self.task_id, error = %e, "reply posted but not marked in the outbox");
+        }
+        info!(task_id = %self.task_id, comment_id = %posted.comment_id, delivery = ?posted.delivery, "reply posted");
+        self.remember(&posted.comment_id);
+        Ok(posted.comment_id)
+    }
+
+    fn remember(&self, id: &str) {
+        if let Ok(mut r) = self.replied.lock() {
+            *r = Some(id.to_owned());
+        }
+    }
+
+    async fn issue_read(&self) -> ToolResult {
+        match self.tracker.issue(&self.thread.subject).await {
+            Ok(issue) => ok(format!(
+                "Title: {}\nState: {}\nURL: {}\n\n{}",
+                issue.title,
+                issue.state_label,
+                issue.url.as_deref().unwrap_or("-"),
+                issue.body
+            )),
+            Err(e) => refuse(format!("could not read the issue: {e}")),
+        }
+    }
+
+    async fn thread_read(&self) -> ToolResult {
+        match self.tracker.thread(&self.thread).await {
+            Ok(comments) if comments.is_empty() => ok("(no comments yet)".to_owned()),
+            Ok(comments) => {
+                let mut out = String::new();
+                for c in comments {
+                    let bot = if c.author.is_bot { " (bot)" } else { "" };
+                    out.push_str(&format!("--- comment {} by {}{bot}:\n{}\n", c.id, c.author.name, c.body));
+                }
+                ok(out)
+            }
+            Err(e) => refuse(format!("could not read the thread: {e}")),
+        }
+    }
+}
+
+#[async_trait]
+impl ToolHandler for TaskTools {
+    async fn call(&self, tool: &str, arguments: Value) -> ToolResult {
+        let args = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => return refuse(format!("arguments must be an object, got {other}")),
+        };
+        match tool {
+            "issue_read" => match only(&args, &[]) {
+                Ok(()) => self.issue_read().await,
+                Err(r) => r,
+            },
+            "thread_read" => match only(&args, &[]) {
+                Ok(()) => self.thread_read().await,
+                Err(r) => r,
+            },
+            "comment_reply" => {
+                if let Err(r) = only(&args, &["body"]) {
+                    return r;
+                }
+                let Some(body) = args.get("body").and_then(Value::as_str).filter(|b| !b.trim().is_empty()) else {
+                    return refuse("`body` must be a non-empty string".to_owned());
+                };
+                match self.post_reply(body).await {
+                    Ok(id) => ok(format!("Posted your reply (comment {id}).")),
+                    Err(why) => refuse(why),
+                }
+            }
+            other => refuse(format!("unknown tool `{other}`")),
+        }
+    }
+}
+
+/// Refuses arguments outside `allowed`: the tools act on this task's thread only, so any attempt
+/// to aim them elsewhere (`issue`, `repo`, `comment_id`, …) is named and refused.
+fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), ToolResult> {
+    match args.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(refuse(format!(
+            "unexpected argument `{k}`: this tool acts only on the conversation you were summoned from"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn ok(text: String) -> ToolResult {
+    ToolResult { text: cap(text), success: true }
+}
+
+fn refuse(text: String) -> ToolResult {
+    ToolResult { text, success: false }
+}
+
+fn cap(text: String) -> String {
+    match text.char_indices().nth(MAX_TOOL_OUTPUT_CHARS) {
+        Some((cut, _)) => format!("{}\n…[truncated by Beckon]", &text[..cut]),
+        None => text,
+    }
+}
