@@ -4,12 +4,14 @@
 //! |---|---|
 //! | [`serve`] | `beckon serve`: the HTTP edge over the embedded SQLite store |
 //! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
+//! | [`execenv`] | a task's workspace: repository mirror, `git worktree` on the task's branch, `CODEX_HOME`, agent env |
 //! | [`codex`] | drives the real OpenAI Codex (`codex app-server`, JSON-RPC over stdio) for one turn |
 //! | [`logging`] | the process's one tracing subscriber |
 //!
 //! `main.rs` only parses the command line and calls into these.
 
 pub mod codex;
+pub mod execenv;
 pub mod logging;
 pub mod operator;
 pub mod serve;
