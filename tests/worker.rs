@@ -140,7 +140,8 @@ fn transcript(b: &Beckon, task_id: &str) -> Vec<Value> {
 }
 
 fn finished(tasks: &[Value]) -> bool {
-    !tasks.is_empty() && tasks.iter().all(|t| ["completed", "failed", "cancelled"].contains(&t["state"].as_str().unwrap()))
+    !tasks.is_empty()
+        && tasks.iter().all(|t| ["completed", "failed", "cancelled"].contains(&t["state"].as_str().unwrap()))
 }
 
 /// Comments Beckon posted on issue #1 of the double.
@@ -148,7 +149,7 @@ fn replies(w: &World) -> Vec<String> {
     w.github.comments().into_iter().filter(|c| c.number == 1).map(|c| c.body).collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
 async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     let w = world(&[]).await;
@@ -162,7 +163,7 @@ async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     // One reply: the agent's final message (it ran the command, which committed inside the sandbox).
     let posted = replies(&w);
     assert_eq!(posted.len(), 1, "{posted:#?}");
-    assert!(posted[0].contains("Hello World\nfixed"), "{}", posted[0]);
+    assert!(posted[0].contains("done (exit 0): Hello World") && posted[0].contains("fixed"), "{}", posted[0]);
     assert!(posted[0].contains(&format!("beckon:task={}", task["id"].as_str().unwrap())), "idempotency marker");
     assert!(task["reply"]["posted_comment_id"].is_string());
     assert!(task["usage"]["total_tokens"].as_u64().unwrap() > 0, "usage recorded: {task:#}");
@@ -188,7 +189,7 @@ async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     drop(w.dir);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
 async fn the_reply_tool_posts_under_the_trigger_and_a_second_comment_resumes_the_thread() {
     let w = world(&[]).await;
@@ -211,7 +212,7 @@ async fn the_reply_tool_posts_under_the_trigger_and_a_second_comment_resumes_the
     assert_eq!(reply_calls.len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
 async fn stop_interrupts_a_running_turn() {
     let w = world(&[("BECKON_LEASE_SECS", "3")]).await;
@@ -229,7 +230,7 @@ async fn stop_interrupts_a_running_turn() {
     assert!(posted[0].contains("Stopped, as asked."), "{}", posted[0]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
 async fn a_worker_killed_mid_turn_is_replaced_and_the_task_answers_exactly_once() {
     let w = world(&[("BECKON_LEASE_SECS", "3")]).await;

@@ -183,9 +183,8 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, actual).unwrap();
         }
-        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("{}: {e}; run with BECKON_UPDATE_SNAPSHOTS=1 to create it", path.display())
-        });
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; run with BECKON_UPDATE_SNAPSHOTS=1 to create it", path.display()));
         assert_eq!(expected, actual, "snapshot {name} differs; BECKON_UPDATE_SNAPSHOTS=1 updates it");
     }
 

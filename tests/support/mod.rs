@@ -118,7 +118,11 @@ impl Beckon {
             if pred(&tasks) {
                 return tasks;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; tasks: {tasks:#?}\nlogs:\n{}", self.logs().join("\n"));
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; tasks: {tasks:#?}\nlogs:\n{}",
+                self.logs().join("\n")
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -90,7 +90,9 @@ pub fn start(
                     let start = Transition::Start { lease_gen: target.lease_gen };
                     ledger.transition(&target.task_id, &start).await.map(|_| ())
                 }
-                TurnEvent::Text { text, .. } => append(&*ledger, &target.task_id, entry(EntryKind::Text, None, text)).await,
+                TurnEvent::Text { text, .. } => {
+                    append(&*ledger, &target.task_id, entry(EntryKind::Text, None, text)).await
+                }
                 TurnEvent::ToolUse { name, input, .. } => {
                     append(&*ledger, &target.task_id, entry(EntryKind::ToolUse, Some(name), input.to_string())).await
                 }

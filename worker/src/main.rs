@@ -46,11 +46,13 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = load_settings()?;
     logging::init(settings.log_format);
+    // Read once here: the worker builds the agent's environment from an allow-list of it.
+    let base_env: Vec<(String, String)> = std::env::vars().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("while starting tokio")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve::main(settings).await,
-            Command::Worker => worker_main(settings).await,
+            Command::Serve => serve::main(settings, base_env).await,
+            Command::Worker => worker_main(settings, base_env).await,
             Command::Tasks { command } => operator::tasks(&settings, command).await,
             Command::Deliveries { command } => operator::deliveries(&settings, command).await,
         }
@@ -70,7 +72,7 @@ fn load_settings() -> anyhow::Result<Settings> {
 }
 
 /// `beckon worker`: the worker alone, over the configured backend, until SIGINT/SIGTERM.
-async fn worker_main(settings: Settings) -> anyhow::Result<()> {
+async fn worker_main(settings: Settings, base_env: Vec<(String, String)>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (ledger, queue) = match settings.backend {
         Some(Backend::Sqlite) => {
@@ -83,7 +85,7 @@ async fn worker_main(settings: Settings) -> anyhow::Result<()> {
             anyhow::bail!("`beckon worker` on DynamoDB/SQS is not built yet; set BECKON_BACKEND=sqlite to run it on the embedded store")
         }
     };
-    let worker = match setup::build(&settings, ledger, queue, clock)? {
+    let worker = match setup::build(&settings, base_env, ledger, queue, clock)? {
         Ok(worker) => Arc::new(worker),
         Err(why) => anyhow::bail!("cannot run a worker: {why:?} (set BECKON_CODEX_BIN and a tracker credential)"),
     };

@@ -30,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 use crate::setup::{self, NoWorker};
 use tracing::{info, warn};
 
-/// Runs `beckon serve` until SIGINT/SIGTERM.
-pub async fn main(settings: Settings) -> anyhow::Result<()> {
+/// Runs `beckon serve` until SIGINT/SIGTERM. `base_env` is the process environment (the worker
+/// takes the agent's allow-listed variables from it).
+pub async fn main(settings: Settings, base_env: Vec<(String, String)>) -> anyhow::Result<()> {
     match settings.backend {
         None | Some(Backend::Sqlite) => {}
         Some(Backend::Aws) => {
@@ -70,6 +71,18 @@ pub async fn main(settings: Settings) -> anyhow::Result<()> {
             warn!(%tracker, path, "webhook endpoint disabled (404): set {var} to enable it");
         }
     }
+    let shutdown = CancellationToken::new();
+    let worker = match setup::build(&settings, base_env, ledger, queue, clock)? {
+        Ok(worker) => Some(tokio::spawn(Arc::new(worker).run(shutdown.child_token()))),
+        Err(why) => {
+            let hint = match why {
+                NoWorker::NoCodex => "set BECKON_CODEX_BIN (scripts/install-codex prints it)",
+                NoWorker::NoTracker => "set BECKON_GITHUB_TOKEN (or a GitHub App) or a Linear credential",
+            };
+            warn!("worker disabled: tasks stay queued; {hint}");
+            None
+        }
+    };
     let listener =
         TcpListener::bind(settings.listen).await.with_context(|| format!("while binding {}", settings.listen))?;
     let addr = listener.local_addr().context("while reading the bound address")?;

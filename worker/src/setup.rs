@@ -23,7 +23,8 @@ use crate::worker::{Trackers, Worker, WorkerConfig};
 /// Default model settings, for a deployment that sets nothing: OpenAI's Responses API. Real
 /// deployments set their model and provider in `BECKON_CODEX_CONFIG` (see README).
 const DEFAULT_MODEL: &str = "gpt-5-codex";
-const DEFAULT_PROVIDER: &str = "openai";
+/// Not `openai`: Codex reserves its built-in provider ids.
+const DEFAULT_PROVIDER: &str = "beckon-openai";
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Memory one task may take: Codex's app-server peaks near 155 MB; the agent's commands (builds,
@@ -41,12 +42,14 @@ pub enum NoWorker {
     NoTracker,
 }
 
-/// The worker for `settings` over `ledger` and `queue`, or why there is none.
+/// The worker for `settings` over `ledger` and `queue`, or why there is none. `base_env` is the
+/// process environment, from which the agent's allow-listed variables are taken.
 ///
 /// # Errors
 /// A credential or file that is set but unusable (a bad PEM, an unreadable `BECKON_CODEX_CONFIG`).
 pub fn build(
     settings: &Settings,
+    base_env: Vec<(String, String)>,
     ledger: Arc<dyn Ledger>,
     queue: Arc<dyn Queue>,
     clock: Arc<dyn Clock>,
@@ -63,14 +66,15 @@ pub fn build(
     };
     let mut env_allow_list: Vec<String> = DEFAULT_ENV_ALLOW_LIST.iter().map(|s| (*s).to_owned()).collect();
     env_allow_list.extend(w.codex_env.iter().cloned());
-    let execenv = ExecEnvConfig {
-        root: settings.data_dir.clone(),
-        git_base_url: w.git_base_url.clone(),
-        codex: CodexSettings::new(DEFAULT_MODEL, DEFAULT_PROVIDER, DEFAULT_BASE_URL),
-        codex_overrides,
-        env_allow_list,
-        linear_repository: w.linear_repository.clone(),
-    };
+    let mut execenv = ExecEnvConfig::new(
+        settings.data_dir.clone(),
+        w.git_base_url.clone(),
+        CodexSettings::new(DEFAULT_MODEL, DEFAULT_PROVIDER, DEFAULT_BASE_URL),
+        base_env,
+    );
+    execenv.codex_overrides = codex_overrides;
+    execenv.env_allow_list = env_allow_list;
+    execenv.linear_repository = w.linear_repository.clone();
     let timeouts = Timeouts { deadline: w.turn_deadline, no_progress: w.no_progress, ..Timeouts::default() };
     let config = WorkerConfig {
         slots: w.slots.unwrap_or_else(default_slots),

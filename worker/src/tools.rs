@@ -17,7 +17,8 @@ use beckon_core::tracker::{Reply, ThreadRef, TrackerClient};
 use serde_json::{json, Map, Value};
 use tracing::{info, warn};
 
-use crate::codex::{DynamicToolSpec, ToolHandler, ToolResult};
+use crate::codex::protocol::DynamicToolSpec;
+use crate::codex::{ToolHandler, ToolResult};
 
 /// Tool output longer than this is cut (with a note): a huge thread should not flood the turn.
 pub const MAX_TOOL_OUTPUT_CHARS: usize = 60_000;
@@ -166,7 +167,9 @@ impl ToolHandler for TaskTools {
         let args = match arguments {
             Value::Object(map) => map,
             Value::Null => Map::new(),
-            other => return refuse(format!("arguments must be an object, got {other}")),
+            other @ (Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_)) => {
+                return refuse(format!("arguments must be an object, got {other}"));
+            }
         };
         match tool {
             "issue_read" => match only(&args, &[]) {
@@ -217,5 +220,165 @@ fn cap(text: String) -> String {
     match text.char_indices().nth(MAX_TOOL_OUTPUT_CHARS) {
         Some((cut, _)) => format!("{}\n…[truncated by Beckon]", &text[..cut]),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use beckon_core::clock::{ManualClock, Millis};
+    use beckon_core::decision::{Effect, NewTrigger, ReasonCode};
+    use beckon_core::event::{GithubSubject, Placement, Subject, Tracker};
+    use beckon_core::ledger::{Applied, NewDelivery};
+    use beckon_core::task::{Permission, ThreadKey, Trigger, TriggerKind};
+    use beckon_core::tracker::{
+        CommentAuthor, CommentRef, Issue, IssueState, PostedReply, Reaction, ReplyDelivery, ThreadComment, TrackerError,
+    };
+    use std::time::Duration;
+
+    /// A tracker port in memory: posts are stored, and a post whose marker already exists is
+    /// reported as already posted, as the real clients do.
+    #[derive(Debug, Default)]
+    struct FakeTracker {
+        posts: Mutex<Vec<Reply>>,
+        fail_posts: Mutex<bool>,
+    }
+
+    #[async_trait]
+    impl TrackerClient for FakeTracker {
+        fn tracker(&self) -> Tracker {
+            Tracker::Github
+        }
+        async fn issue(&self, _: &Subject) -> Result<Issue, TrackerError> {
+            Ok(Issue {
+                title: "Toast".into(),
+                body: "It is missing".into(),
+                state: IssueState::Open,
+                state_label: "open".into(),
+                url: None,
+            })
+        }
+        async fn thread(&self, _: &ThreadRef) -> Result<Vec<ThreadComment>, TrackerError> {
+            let author = CommentAuthor { id: "1".into(), name: "alice".into(), is_bot: false };
+            Ok(vec![ThreadComment { id: "11".into(), author, body: "@agent fix".into(), created_at: None, url: None }])
+        }
+        async fn post_reply(&self, _: &ThreadRef, reply: &Reply) -> Result<PostedReply, TrackerError> {
+            if *self.fail_posts.lock().unwrap() {
+                return Err(TrackerError::Transient { status: Some(502), detail: "bad gateway".into() });
+            }
+            let mut posts = self.posts.lock().unwrap();
+            if let Some(i) = posts.iter().position(|p| p.task_id == reply.task_id && p.seq == reply.seq) {
+                return Ok(PostedReply {
+                    comment_id: format!("c{i}"),
+                    url: None,
+                    delivery: ReplyDelivery::AlreadyPosted,
+                });
+            }
+            posts.push(reply.clone());
+            Ok(PostedReply { comment_id: format!("c{}", posts.len() - 1), url: None, delivery: ReplyDelivery::Posted })
+        }
+        async fn react(&self, _: &Subject, _: &CommentRef, _: Reaction) -> Result<(), TrackerError> {
+            Ok(())
+        }
+    }
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    async fn claimed_task() -> (Arc<dyn Ledger>, Task, Arc<ManualClock>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Millis(1_000_000)));
+        let (ledger, _queue) = beckon_core::sqlite::open(&dir.path().join("db"), clock.clone()).unwrap();
+        let ledger: Arc<dyn Ledger> = Arc::new(ledger);
+        let subject = Subject::Github(GithubSubject {
+            owner: "acme".into(),
+            repo: "app".into(),
+            repository_id: 1,
+            number: 3,
+            is_pull_request: false,
+            title: None,
+            installation_id: None,
+        });
+        let key = ThreadKey::new(&subject, "agent");
+        let trigger = Trigger {
+            delivery_id: "d1".into(),
+            comment_id: Some("11".into()),
+            kind: TriggerKind::Mention,
+            author: "alice".into(),
+            body: "@agent fix".into(),
+            placement: Placement::TopLevel,
+            at: Millis(1_000_000),
+        };
+        let nt = NewTrigger {
+            thread_key: key.clone(),
+            subject,
+            trigger,
+            permission: Permission::Trusted,
+            participates_in: None,
+            marks_assigned: false,
+        };
+        let delivery = NewDelivery {
+            id: "github:d1".into(),
+            tracker: Tracker::Github,
+            event: "comment.created".into(),
+            thread_key: Some(key),
+            reason: ReasonCode::Enqueued,
+        };
+        let Applied::Enqueued(task) = ledger.apply(&delivery, &Effect::Trigger(nt)).await.unwrap() else { panic!() };
+        let task = ledger.transition(&task.id, &Transition::Claim { lease: LEASE }).await.unwrap();
+        (ledger, task, clock, dir)
+    }
+
+    #[tokio::test]
+    async fn tools_cannot_be_aimed_at_another_issue_and_answer_once() {
+        let (ledger, task, _clock, _dir) = claimed_task().await;
+        let tracker = Arc::new(FakeTracker::default());
+        let tools = TaskTools::new(&task, task.lease_gen, ledger.clone(), tracker.clone());
+
+        let aimed = tools.call("comment_reply", json!({"body": "hi", "issue_number": 1})).await;
+        assert!(!aimed.success && aimed.text.contains("unexpected argument `issue_number`"), "{aimed:?}");
+        let aimed = tools.call("thread_read", json!({"repository": "other/repo"})).await;
+        assert!(!aimed.success && aimed.text.contains("`repository`"), "{aimed:?}");
+        assert!(!tools.call("delete_repo", json!({})).await.success);
+        assert!(!tools.call("comment_reply", json!({"body": "   "})).await.success);
+        assert!(tracker.posts.lock().unwrap().is_empty(), "nothing was posted by refused calls");
+
+        let first = tools.call("comment_reply", json!({"body": "Fixed it."})).await;
+        assert!(first.success, "{first:?}");
+        let second = tools.call("comment_reply", json!({"body": "And again."})).await;
+        assert!(!second.success && second.text.contains("already replied"), "{second:?}");
+        let posts = tracker.posts.lock().unwrap().clone();
+        assert_eq!(posts.len(), 1);
+        assert_eq!((posts[0].body.as_str(), posts[0].seq), ("Fixed it.", 1));
+        let stored = ledger.task(&task.id).await.unwrap().unwrap();
+        assert_eq!(stored.reply.and_then(|r| r.posted_comment_id).as_deref(), Some("c0"));
+
+        let thread = tools.call("thread_read", Value::Null).await;
+        assert!(thread.success && thread.text.contains("comment 11 by alice"), "{thread:?}");
+    }
+
+    #[tokio::test]
+    async fn a_reply_staged_before_a_crash_is_posted_once_by_the_next_attempt() {
+        let (ledger, task, clock, _dir) = claimed_task().await;
+        let tracker = Arc::new(FakeTracker::default());
+        *tracker.fail_posts.lock().unwrap() = true;
+        let tools = TaskTools::new(&task, task.lease_gen, ledger.clone(), tracker.clone());
+        let failed = tools.call("comment_reply", json!({"body": "The answer."})).await;
+        assert!(!failed.success && failed.text.contains("bad gateway"), "{failed:?}");
+
+        // The worker dies; the lease runs out; another attempt claims the task.
+        clock.advance(LEASE + Duration::from_secs(1));
+        *tracker.fail_posts.lock().unwrap() = false;
+        let retried = ledger.transition(&task.id, &Transition::Claim { lease: LEASE }).await.unwrap();
+        let staged = retried.reply.clone().unwrap();
+        assert_eq!((staged.body.as_str(), staged.posted_comment_id), ("The answer.", None));
+        let tools = TaskTools::new(&retried, retried.lease_gen, ledger.clone(), tracker.clone());
+        // Whatever the new attempt tries to say, the staged reply is the one that goes out, once.
+        assert_eq!(tools.post_reply("A different answer.").await.unwrap(), "c0");
+        assert_eq!(
+            tools.post_reply("Again.").await.unwrap_err(),
+            "you already replied in this task (comment c0); a task answers once"
+        );
+        let posts = tracker.posts.lock().unwrap().clone();
+        assert_eq!(posts.iter().map(|p| p.body.as_str()).collect::<Vec<_>>(), vec!["The answer."]);
     }
 }

@@ -28,7 +28,7 @@ use beckon_core::prompt::{self, PromptInput};
 use beckon_core::queue::{Queue, Receipt, Received};
 use beckon_core::sweep;
 use beckon_core::task::{
-    CancelReason, FailureReason, Permission, Task, TaskOutcome, TokenUsage, Transition, TransitionError,
+    CancelReason, FailureReason, Permission, Task, TaskId, TaskOutcome, TokenUsage, Transition, TransitionError,
 };
 use beckon_core::tracker::github::GithubClient;
 use beckon_core::tracker::TrackerClient;
@@ -147,8 +147,9 @@ impl Worker {
                         () = shutdown.cancelled() => break,
                     };
                     match received {
+                        // One message per free slot: the permit travels with it.
                         Ok(messages) => {
-                            for msg in messages {
+                            if let Some(msg) = messages.into_iter().next() {
                                 let worker = Arc::clone(&self);
                                 let stop = shutdown.child_token();
                                 let span = tracing::info_span!("task", task_id = %msg.task_id, thread_key = %msg.group);
@@ -229,7 +230,7 @@ impl Worker {
 
         let cause = Arc::new(Mutex::new(None::<StopCause>));
         let stop = CancellationToken::new();
-        let heartbeat = self.heartbeat(&task, msg.receipt.clone(), Arc::clone(&cause), stop.clone());
+        let heartbeat = self.heartbeat(task.id.clone(), gen, msg.receipt.clone(), Arc::clone(&cause), stop.clone());
         // On shutdown the turn is interrupted and the task handed back; `work` still finishes.
         let on_shutdown = {
             let (cause, stop) = (Arc::clone(&cause), stop.clone());
@@ -253,15 +254,22 @@ impl Worker {
 
     /// Renews the lease and the message visibility every third of the lease; turns a
     /// `cancel_requested` or a lost lease into a stop. Never returns on its own.
-    async fn heartbeat(&self, task: &Task, receipt: Receipt, cause: Arc<Mutex<Option<StopCause>>>, stop: CancellationToken) {
+    async fn heartbeat(
+        &self,
+        task_id: TaskId,
+        lease_gen: u64,
+        receipt: Receipt,
+        cause: Arc<Mutex<Option<StopCause>>>,
+        stop: CancellationToken,
+    ) {
         let every = self.config.lease / 3;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return std::future::pending().await,
                 () = tokio::time::sleep(every) => {}
             }
-            let beat = Transition::Heartbeat { lease_gen: task.lease_gen, lease: self.config.lease };
-            match self.ledger.transition(&task.id, &beat).await {
+            let beat = Transition::Heartbeat { lease_gen, lease: self.config.lease };
+            match self.ledger.transition(&task_id, &beat).await {
                 Ok(t) => {
                     if let Some(reason) = t.cancel_requested {
                         info!(?reason, "cancel requested; interrupting the turn");
@@ -284,9 +292,16 @@ impl Worker {
 
     /// Everything after the claim, with the task's tracker credential: minted for the task and
     /// revoked when the attempt ends, whatever the outcome.
-    async fn run_claimed(&self, task: Task, cause: Arc<Mutex<Option<StopCause>>>, stop: CancellationToken) -> Disposition {
+    async fn run_claimed(
+        &self,
+        task: Task,
+        cause: Arc<Mutex<Option<StopCause>>>,
+        stop: CancellationToken,
+    ) -> Disposition {
         let Some((tracker, scoped)) = self.tracker_for(&task).await else {
-            return self.fail(&task, None, FailureReason::TrackerUnavailable, "no tracker credentials configured").await;
+            return self
+                .fail(&task, None, FailureReason::TrackerUnavailable, "no tracker credentials configured")
+                .await;
         };
         let disposition = self.run_with_tracker(task, tracker, cause, stop).await;
         if let Some(scoped) = scoped {
@@ -334,12 +349,18 @@ impl Worker {
                     let outcome = TaskOutcome::Failed { reason: FailureReason::PermissionDenied, detail: None };
                     return self.finish(&task, outcome).await;
                 }
-                Err(why) => return self.retry_or_fail(&task, FailureReason::TrackerUnavailable, &why, Some(&tools)).await,
+                Err(why) => {
+                    return self.retry_or_fail(&task, FailureReason::TrackerUnavailable, &why, Some(&tools)).await
+                }
             }
         }
 
         let checkout = match &task.subject {
-            Subject::Github(s) if s.is_pull_request => Checkout::PullRequestHead { number: s.number, head_ref: None },
+            // The comment event does not name the PR's head branch; an unknown name makes the
+            // workspace fetch `refs/pull/N/head` onto `beckon/pull-N`.
+            Subject::Github(s) if s.is_pull_request => {
+                Checkout::PullRequestHead { number: s.number, head_ref: format!("beckon/pull-{}", s.number) }
+            }
             Subject::Github(_) | Subject::Linear(_) => Checkout::NewBranch,
         };
         let ws = match execenv::prepare(&self.config.execenv, &task, checkout).await {
@@ -350,7 +371,9 @@ impl Worker {
             Err(e) => return self.fail(&task, Some(&tools), FailureReason::WorkspaceSetup, &e.to_string()).await,
         };
         let disposition = self.run_turn(&task, &tools, &ws, cause, stop).await;
-        execenv::cleanup(&self.config.execenv, &ws).await;
+        if let Err(e) = execenv::cleanup(&self.config.execenv, &ws).await {
+            warn!(error = %e, "could not clean the workspace up; the next prepare of this task replaces it");
+        }
         disposition
     }
 
@@ -373,12 +396,8 @@ impl Worker {
         };
         let nonce = prompt::fresh_nonce();
         let p = prompt::build(&PromptInput { task, handle: &self.config.handle, branch: &ws.branch, nonce: &nonce });
-        let mut config = CodexConfig::new(
-            self.config.codex_bin.clone(),
-            ws.codex_home.clone(),
-            ws.workdir.clone(),
-            ws.env.clone(),
-        );
+        let mut config =
+            CodexConfig::new(self.config.codex_bin.clone(), ws.codex_home.clone(), ws.workdir.clone(), ws.env.clone());
         config.writable_roots = ws.writable_roots.clone();
         config.timeouts = self.config.timeouts;
         let request = TurnRequest {
@@ -396,7 +415,8 @@ impl Worker {
             next_seq,
         };
         let lost = CancellationToken::new();
-        let (recorder, recording) = events::start(target, Arc::clone(&self.ledger), Arc::clone(&self.clock), lost.clone());
+        let (recorder, recording) =
+            events::start(target, Arc::clone(&self.ledger), Arc::clone(&self.clock), lost.clone());
         let turn_cancel = CancellationToken::new();
         let watcher = {
             let (turn_cancel, cause) = (turn_cancel.clone(), Arc::clone(&cause));
@@ -534,12 +554,18 @@ impl Worker {
         self.finish(task, TaskOutcome::Cancelled { reason }).await
     }
 
-    async fn retry_or_fail(&self, task: &Task, reason: FailureReason, why: &str, tools: Option<&TaskTools>) -> Disposition {
+    async fn retry_or_fail(
+        &self,
+        task: &Task,
+        reason: FailureReason,
+        why: &str,
+        tools: Option<&TaskTools>,
+    ) -> Disposition {
         if task.attempt < self.config.max_attempts {
             warn!(?reason, %why, attempt = task.attempt, "transient failure; releasing for a retry");
             return match self.release(task).await {
                 Disposition::Retry(_) => Disposition::Retry(RETRY_BACKOFF * task.attempt),
-                other => other,
+                other @ (Disposition::Done | Disposition::Leave) => other,
             };
         }
         self.fail(task, tools, reason, why).await
@@ -564,7 +590,6 @@ fn set_cause(cause: &Mutex<Option<StopCause>>, c: StopCause) {
         slot.get_or_insert(c);
     }
 }
-
 
 /// A short status line under the fallback reply.
 fn footer(task: &Task, elapsed: Duration, usage: Option<TokenUsage>) -> String {

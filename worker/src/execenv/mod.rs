@@ -5,8 +5,11 @@
 //! ```text
 //! <root>/mirrors/<owner>/<repo>.git          bare mirror, shared by tasks, one lock per mirror
 //! <root>/work/<task id>/workdir              `git worktree` of the mirror on the task's branch
-//! <root>/work/<task id>/codex-home           config.toml + AGENTS.md (the runtime brief)
 //! <root>/work/<task id>/home                 the agent's HOME
+//! <root>/codex-homes/<thread hash>           CODEX_HOME: config.toml + AGENTS.md (the runtime
+//!                                            brief, rewritten every run) and Codex's sessions
+//!                                            for the conversation, which `thread/resume` needs
+//!                                            on the next comment, so it outlives the task
 //! ```
 //!
 //! Files: `names` (pure naming rules), `runtime` (agent env, `AGENTS.md`), `git` (the git runner
@@ -143,6 +146,13 @@ pub enum Upstream {
         /// The pull request number.
         number: u64,
     },
+}
+
+/// The directory name for a conversation's CODEX_HOME: a hash of the thread key, whose own text
+/// has `/`, `#` and `:` in it.
+fn thread_dir_name(key: &beckon_core::task::ThreadKey) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(key.as_str().as_bytes())[..12])
 }
 
 /// A prepared workspace. Hand `workdir`, `codex_home`, `env` and `writable_roots` to
@@ -381,7 +391,7 @@ pub async fn prepare(cfg: &ExecEnvConfig, task: &Task, checkout: Checkout) -> Re
     tokio::fs::create_dir_all(&reflogs).await.map_err(io_err("create", &reflogs))?;
     drop(guard);
 
-    let codex_home = dir.join("codex-home");
+    let codex_home = root.join("codex-homes").join(thread_dir_name(&task.thread_key));
     let home = dir.join("home");
     tokio::fs::create_dir_all(&home).await.map_err(io_err("create", &home))?;
     write_config(&codex_home, &cfg.codex, cfg.codex_overrides.as_ref())
