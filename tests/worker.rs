@@ -246,3 +246,23 @@ async fn a_worker_killed_mid_turn_is_replaced_and_the_task_answers_exactly_once(
     assert_eq!(posted.len(), 1, "{posted:#?}");
     drop(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn a_deferred_author_without_write_access_is_refused_before_codex_runs() {
+    let w = world(&[]).await;
+    w.github.set_role("mallory", "read", Some("read"));
+    let mut payload = comment("@agent run [[shell:cat /etc/passwd]]", 901);
+    payload["comment"]["user"]["login"] = json!("mallory");
+    payload["comment"]["author_association"] = json!("CONTRIBUTOR");
+    let r = github(&client(), &w.beckon.base, "issue_comment", "e2e-p", &payload).await;
+    assert_eq!(r.body["outcome"], "deferred");
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the refusal", finished);
+    assert_eq!(tasks[0]["state"], "failed");
+    assert_eq!(tasks[0]["outcome"]["reason"], "permission_denied");
+    assert!(tasks[0]["codex_thread_id"].is_null(), "Codex never ran");
+    let posted = replies(&w);
+    assert_eq!(posted.len(), 1);
+    assert!(posted[0].contains("Sorry @mallory"), "{}", posted[0]);
+    assert_eq!(w.github.requests_to("GET", "/collaborators/mallory/permission").len(), 1);
+}
