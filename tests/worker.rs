@@ -13,7 +13,6 @@
 mod support;
 
 #[path = "../core/tests/support/github_double.rs"]
-#[allow(dead_code)]
 mod github_double;
 
 use std::path::{Path, PathBuf};
@@ -177,15 +176,34 @@ async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 
-    // The commit landed on the task's branch in the cached mirror; the workspace is gone.
-    let mirror = w.beckon.data_dir.path().join("mirrors/Codertocat/Hello-World.git");
-    let log = Command::new("git").args(["log", "--format=%s", "beckon/issue-1"]).current_dir(&mirror).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&log.stdout).lines().next(), Some("fix"));
+    // The commit was published to the remote on the task's branch; the workspace is gone.
+    let remote = w.dir.path().join("remotes/Codertocat/Hello-World.git");
+    let log = Command::new("git").args(["log", "--format=%s", "beckon/issue-1"]).current_dir(&remote).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().next(),
+        Some("fix"),
+        "{}",
+        String::from_utf8_lossy(&log.stderr)
+    );
     assert!(!w.beckon.data_dir.path().join("work").join(task["id"].as_str().unwrap()).exists());
     // Nothing secret reached the logs or the agent's view.
     let logs = w.beckon.logs().join("\n");
     assert!(!logs.contains(TOKEN) && !posted[0].contains(TOKEN));
     assert!(!entries.iter().any(|e| e["text"].as_str().unwrap().contains(TOKEN)));
+
+    // The next comment continues on that branch and opens a pull request from it.
+    let open = r#"@agent open a PR please [[call:pull_request_open:{"title":"Fix the readme","body":"Adds a line."}]]"#;
+    github(&client(), &w.beckon.base, "issue_comment", "e2e-2", &comment(open, 502)).await;
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the PR task", |t| t.len() == 2 && finished(t));
+    assert!(tasks.iter().all(|t| t["state"] == "completed"), "{tasks:#?}");
+    let pulls = w.github.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert_eq!((pulls[0].head.as_str(), pulls[0].base.as_str()), ("beckon/issue-1", "main"));
+    assert_eq!(pulls[0].title, "Fix the readme");
+    assert!(pulls[0].body.contains("Requested in #1"));
+    let posted = replies(&w);
+    assert_eq!(posted.len(), 2, "{posted:#?}");
+    assert!(posted[1].contains("Opened pull request #100"), "{}", posted[1]);
     drop(w.dir);
 }
 

@@ -8,17 +8,20 @@
 //! ledger, posted with an idempotency marker, marked posted; a task answers once.
 //! Tool results never contain credentials (the tracker clients keep them), only tracker text.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
+use beckon_core::event::GithubSubject;
 use beckon_core::ledger::{Ledger, LedgerError};
 use beckon_core::task::{Task, TaskId, Transition, TransitionError};
+use beckon_core::tracker::github::GithubClient;
 use beckon_core::tracker::{Reply, ThreadRef, TrackerClient};
 use serde_json::{json, Map, Value};
 use tracing::{info, warn};
 
 use crate::codex::protocol::DynamicToolSpec;
 use crate::codex::{ToolHandler, ToolResult};
+use crate::execenv::{self, ExecEnvConfig, Upstream, Workspace};
 
 /// Tool output longer than this is cut (with a note): a huge thread should not flood the turn.
 pub const MAX_TOOL_OUTPUT_CHARS: usize = 60_000;
@@ -49,7 +52,37 @@ pub fn specs() -> Vec<DynamicToolSpec> {
                 "additionalProperties": false
             }),
         },
+        DynamicToolSpec::Function {
+            name: "pull_request_open".into(),
+            description: "Publish the commits on your current branch and open a pull request for them (or update \
+                          the one this branch already has). Commit first. On a pull request, this pushes to its \
+                          branch."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "title": { "type": "string", "description": "The pull request title." },
+                    "body": { "type": "string", "description": "The description, in Markdown." }
+                },
+                "required": ["title", "body"],
+                "additionalProperties": false
+            }),
+        },
     ]
+}
+
+/// What `pull_request_open` needs: the task's GitHub client (scoped to its repository), its
+/// repository, and its workspace, whose branch is the only one it may push.
+#[derive(Debug)]
+pub struct Publisher {
+    /// The task-scoped client.
+    pub github: Arc<GithubClient>,
+    /// The repository and issue.
+    pub subject: GithubSubject,
+    /// Where the workspace lives.
+    pub execenv: ExecEnvConfig,
+    /// The task's workspace.
+    pub workspace: Workspace,
 }
 
 /// What the tools act on for one task attempt.
@@ -60,8 +93,10 @@ pub struct TaskTools {
     thread: ThreadRef,
     ledger: Arc<dyn Ledger>,
     tracker: Arc<dyn TrackerClient>,
-    /// The task's reply once posted (by the tool or recovered from the outbox): `(comment id, url)`.
+    /// The task's reply once posted (by the tool or recovered from the outbox): its comment id.
     replied: Mutex<Option<String>>,
+    /// Set once the workspace exists (GitHub tasks only).
+    publisher: OnceLock<Publisher>,
 }
 
 impl TaskTools {
@@ -75,6 +110,19 @@ impl TaskTools {
             ledger,
             tracker,
             replied: Mutex::new(replied),
+            publisher: OnceLock::new(),
+        }
+    }
+
+    /// The publisher, once set.
+    pub fn publisher(&self) -> Option<&Publisher> {
+        self.publisher.get()
+    }
+
+    /// Enables `pull_request_open` for this task's workspace.
+    pub fn set_publisher(&self, publisher: Publisher) {
+        if self.publisher.set(publisher).is_err() {
+            warn!(task_id = %self.task_id, "a publisher was already set; keeping the first");
         }
     }
 
@@ -129,6 +177,48 @@ impl TaskTools {
     fn remember(&self, id: &str) {
         if let Ok(mut r) = self.replied.lock() {
             *r = Some(id.to_owned());
+        }
+    }
+
+    async fn pull_request_open(&self, title: &str, body: &str) -> ToolResult {
+        let Some(p) = self.publisher.get() else {
+            return refuse("pull requests are only available for GitHub tasks with a workspace".to_owned());
+        };
+        if let Upstream::PullRequestRef { number } = &p.workspace.upstream {
+            return refuse(format!(
+                "pull request #{number} comes from a branch Beckon cannot push to (a fork); \
+                 put your change in your reply as a patch (`git diff`) instead"
+            ));
+        }
+        let credential = match p.github.push_credential(&p.subject).await {
+            Ok(c) => c,
+            Err(e) => return refuse(format!("no credential to push with: {e}")),
+        };
+        if let Err(e) = execenv::publish(&p.execenv, &p.workspace, Some(&credential)).await {
+            return refuse(format!("pushing `{}` failed: {e}", p.workspace.branch));
+        }
+        let branch = &p.workspace.branch;
+        match &p.workspace.upstream {
+            Upstream::PullRequestBranch | Upstream::PullRequestRef { .. } => {
+                ok(format!("Pushed your commits to the pull request's branch `{branch}`."))
+            }
+            Upstream::NewBranch { .. } => {
+                let base = match p.github.default_branch(&p.subject).await {
+                    Ok(b) => b,
+                    Err(e) => return refuse(format!("could not read the default branch: {e}")),
+                };
+                let body =
+                    format!("{body}\n\n---\nRequested in #{} (Beckon task `{}`).", p.subject.number, self.task_id);
+                match p.github.open_pull_request(&p.subject, branch, &base, title, &body).await {
+                    Ok(pr) => {
+                        let verb = if pr.created { "Opened" } else { "Updated" };
+                        let url = pr.url.unwrap_or_default();
+                        info!(task_id = %self.task_id, number = pr.number, created = pr.created, "pull request");
+                        ok(format!("{verb} pull request #{} from `{branch}` into `{base}`: {url}", pr.number))
+                    }
+                    Err(e) => refuse(format!("GitHub refused the pull request: {e}")),
+                }
+            }
         }
     }
 
@@ -190,6 +280,16 @@ impl ToolHandler for TaskTools {
                 match self.post_reply(body).await {
                     Ok(id) => ok(format!("Posted your reply (comment {id}).")),
                     Err(why) => refuse(why),
+                }
+            }
+            "pull_request_open" => {
+                if let Err(r) = only(&args, &["title", "body"]) {
+                    return r;
+                }
+                let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty());
+                match (text("title"), text("body")) {
+                    (Some(title), Some(body)) => self.pull_request_open(title, body).await,
+                    (None, _) | (_, None) => refuse("`title` and `body` must be non-empty strings".to_owned()),
                 }
             }
             other => refuse(format!("unknown tool `{other}`")),

@@ -303,7 +303,7 @@ impl Worker {
                 .fail(&task, None, FailureReason::TrackerUnavailable, "no tracker credentials configured")
                 .await;
         };
-        let disposition = self.run_with_tracker(task, tracker, cause, stop).await;
+        let disposition = self.run_with_tracker(task, tracker, scoped.clone(), cause, stop).await;
         if let Some(scoped) = scoped {
             if let Err(e) = scoped.revoke().await {
                 warn!(error = %e, "could not revoke the task's GitHub token (it expires within the hour)");
@@ -316,6 +316,7 @@ impl Worker {
         &self,
         task: Task,
         tracker: Arc<dyn TrackerClient>,
+        scoped_github: Option<Arc<GithubClient>>,
         cause: Arc<Mutex<Option<StopCause>>>,
         stop: CancellationToken,
     ) -> Disposition {
@@ -370,6 +371,14 @@ impl Worker {
             }
             Err(e) => return self.fail(&task, Some(&tools), FailureReason::WorkspaceSetup, &e.to_string()).await,
         };
+        if let (Subject::Github(subject), Some(github)) = (&task.subject, scoped_github.as_ref()) {
+            tools.set_publisher(tools::Publisher {
+                github: Arc::clone(github),
+                subject: subject.clone(),
+                execenv: self.config.execenv.clone(),
+                workspace: ws.clone(),
+            });
+        }
         let disposition = self.run_turn(&task, &tools, &ws, cause, stop).await;
         if let Err(e) = execenv::cleanup(&self.config.execenv, &ws).await {
             warn!(error = %e, "could not clean the workspace up; the next prepare of this task replaces it");
@@ -433,6 +442,10 @@ impl Worker {
         drop(recorder);
         let usage = recording.await.unwrap_or(None);
         let stopped = cause.lock().map(|c| *c).unwrap_or(None);
+        // Before anything is recorded as finished, and only while this worker still owns the task.
+        if stopped != Some(StopCause::LostLease) {
+            self.keep_commits(ws, tools).await;
+        }
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -478,6 +491,26 @@ impl Worker {
                 warn!(%message, "codex turn failed");
                 self.fail(task, Some(tools), FailureReason::TurnFailed, "the model run failed").await
             }
+        }
+    }
+
+    /// Publishes the branch when the run left commits the remote lacks, so work is never lost and
+    /// the next comment on the thread continues from it. Failures are logged: the reply already
+    /// told the person what was done.
+    async fn keep_commits(&self, ws: &execenv::Workspace, tools: &TaskTools) {
+        match execenv::has_unpublished_commits(&self.config.execenv, ws).await {
+            Ok(false) => {}
+            Ok(true) => {
+                let credential = match tools.publisher() {
+                    Some(p) => p.github.push_credential(&p.subject).await.ok(),
+                    None => None,
+                };
+                match execenv::publish(&self.config.execenv, ws, credential.as_ref()).await {
+                    Ok(()) => info!(branch = %ws.branch, "published the agent's commits"),
+                    Err(e) => warn!(branch = %ws.branch, error = %e, "could not publish the agent's commits"),
+                }
+            }
+            Err(e) => warn!(error = %e, "could not tell whether the branch has new commits"),
         }
     }
 

@@ -8,7 +8,8 @@
 //! Every request is recorded (method, path and query, lowercased headers, body, paused-clock time).
 
 // Test code: a panic in the double is a failed test, which is what we want.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Each test binary that includes this double uses a different part of it.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -66,8 +67,19 @@ pub struct StoredComment {
     pub review: bool,
 }
 
+/// A pull request the double holds.
+#[derive(Debug, Clone)]
+pub struct StoredPull {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+}
+
 #[derive(Debug, Default)]
 struct DoubleState {
+    pulls: Vec<StoredPull>,
     base: String,
     personal_token: Option<String>,
     tokens: Vec<IssuedToken>,
@@ -139,6 +151,10 @@ impl GithubDouble {
 
     pub fn add_review_comment(&self, number: u64, body: &str, in_reply_to: Option<u64>) -> u64 {
         self.with(|s| insert_comment(s, number, body, "reviewer", true, in_reply_to))
+    }
+
+    pub fn pulls(&self) -> Vec<StoredPull> {
+        self.with(|s| s.pulls.clone())
     }
 
     pub fn comments(&self) -> Vec<StoredComment> {
@@ -265,6 +281,46 @@ async fn handle(State(state): State<Shared>, method: Method, uri: Uri, headers: 
                 t.revoked = true;
             }
             StatusCode::NO_CONTENT.into_response()
+        }
+        ["repos", o, r] if m == "GET" => {
+            reply(200, vec![], json!({"full_name": format!("{o}/{r}"), "default_branch": "main"}))
+        }
+        ["repos", o, _, "pulls"] if m == "POST" => {
+            let head = json_body["head"].as_str().unwrap_or_default().to_owned();
+            if s.pulls.iter().any(|p| p.head == head) {
+                let msg = format!("A pull request already exists for {o}:{head}.");
+                return reply(422, vec![], json!({"message": "Validation Failed", "errors": [{"message": msg}]}));
+            }
+            let number = 100 + s.pulls.len() as u64;
+            s.pulls.push(StoredPull {
+                number,
+                head,
+                base: json_body["base"].as_str().unwrap_or_default().to_owned(),
+                title: json_body["title"].as_str().unwrap_or_default().to_owned(),
+                body: text,
+            });
+            reply(201, vec![], json!({"number": number, "html_url": format!("{base}/o/r/pull/{number}")}))
+        }
+        ["repos", o, _, "pulls"] if m == "GET" => {
+            let wanted = query.get("head").cloned().unwrap_or_default();
+            let items: Vec<Value> = s
+                .pulls
+                .iter()
+                .filter(|p| wanted.is_empty() || wanted == format!("{o}:{}", p.head))
+                .map(|p| json!({"number": p.number, "html_url": format!("{base}/o/r/pull/{}", p.number)}))
+                .collect();
+            reply(200, vec![], Value::Array(items))
+        }
+        ["repos", _, _, "pulls", n] if m == "PATCH" => {
+            let n: u64 = n.parse().unwrap();
+            match s.pulls.iter_mut().find(|p| p.number == n) {
+                Some(p) => {
+                    p.title = json_body["title"].as_str().unwrap_or_default().to_owned();
+                    p.body = text;
+                    reply(200, vec![], json!({"number": n, "html_url": format!("{base}/o/r/pull/{n}")}))
+                }
+                None => error(404, "Not Found"),
+            }
         }
         ["repos", _, _, "issues", n] if m == "GET" => {
             let n: u64 = n.parse().unwrap();

@@ -44,6 +44,8 @@ pub enum GitStep {
     WorktreeAdd,
     /// `git worktree prune`.
     WorktreePrune,
+    /// `git push origin <branch>` (the `pull_request_open` tool).
+    Push,
 }
 
 impl GitStep {
@@ -60,6 +62,7 @@ impl GitStep {
             GitStep::WorktreeList => "worktree list",
             GitStep::WorktreeAdd => "worktree add",
             GitStep::WorktreePrune => "worktree prune",
+            GitStep::Push => "push",
         }
     }
 
@@ -67,7 +70,7 @@ impl GitStep {
     #[must_use]
     pub fn is_remote(self) -> bool {
         match self {
-            GitStep::Fetch | GitStep::SetHead | GitStep::FetchPullRequest => true,
+            GitStep::Fetch | GitStep::SetHead | GitStep::FetchPullRequest | GitStep::Push => true,
             GitStep::Init
             | GitStep::RemoteAdd
             | GitStep::RevParse
@@ -98,6 +101,9 @@ impl std::fmt::Display for GitStep {
 pub(super) struct GitEnv {
     pub path: Option<String>,
     pub home: Option<String>,
+    /// Extra variables for one command (the push credential as `GIT_CONFIG_*`, which keeps it
+    /// out of the command line).
+    pub extra: Vec<(String, String)>,
 }
 
 impl GitEnv {
@@ -167,6 +173,7 @@ impl GitEnv {
         if let Some(home) = &self.home {
             command.env("HOME", home);
         }
+        command.envs(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let timeout = step.timeout();
         tracing::debug!(step = step.as_str(), dir = %dir.display(), "git");
         match tokio::time::timeout(timeout, command.output()).await {

@@ -418,6 +418,62 @@ pub async fn prepare(cfg: &ExecEnvConfig, task: &Task, checkout: Checkout) -> Re
     })
 }
 
+/// Pushes the workspace's branch from the mirror to `origin` (never running git in the workdir,
+/// which the agent controlled). `credential` is sent as an HTTP `Authorization` header through
+/// `GIT_CONFIG_*` variables, so it is neither in the command line nor in any file; for `file://`
+/// remotes (tests) it is unused.
+///
+/// # Errors
+/// [`ExecEnvError::Git`] (retryable) when the push is refused or the remote is unreachable.
+#[tracing::instrument(skip_all, fields(branch = %ws.branch))]
+pub async fn publish(
+    cfg: &ExecEnvConfig,
+    ws: &Workspace,
+    credential: Option<&secrecy::SecretString>,
+) -> Result<(), ExecEnvError> {
+    use base64::Engine as _;
+    use secrecy::ExposeSecret as _;
+    let mut git = GitEnv::from_vars(&cfg.base_env);
+    if let Some(token) = credential {
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{}", token.expose_secret()));
+        git.extra = vec![
+            ("GIT_CONFIG_COUNT".to_owned(), "1".to_owned()),
+            ("GIT_CONFIG_KEY_0".to_owned(), "http.extraHeader".to_owned()),
+            ("GIT_CONFIG_VALUE_0".to_owned(), format!("Authorization: Basic {basic}")),
+        ];
+    }
+    let refspec = format!("refs/heads/{0}:refs/heads/{0}", ws.branch);
+    let lock = mirror_lock(&ws.mirror);
+    let _guard = lock.lock().await;
+    git.run(&ws.mirror, GitStep::Push, ["push", "--porcelain", "origin", &refspec]).await?;
+    // Record what the remote now has, so the next prepare starts the branch from it.
+    let tracking = format!("refs/remotes/origin/{}", ws.branch);
+    let head = format!("refs/heads/{}", ws.branch);
+    git.extra.clear();
+    git.run(&ws.mirror, GitStep::RevParse, ["update-ref", &tracking, &head]).await?;
+    Ok(())
+}
+
+/// True when the workspace's branch has commits its remote counterpart (or, for a branch the
+/// remote does not have yet, the default branch) lacks: work that [`publish`] would push. Always
+/// false for a pull request from a fork, which cannot be pushed.
+///
+/// # Errors
+/// Git errors of the lookup.
+pub async fn has_unpublished_commits(cfg: &ExecEnvConfig, ws: &Workspace) -> Result<bool, ExecEnvError> {
+    if let Upstream::PullRequestRef { .. } = ws.upstream {
+        return Ok(false);
+    }
+    let git = GitEnv::from_vars(&cfg.base_env);
+    let remote = format!("refs/remotes/origin/{}", ws.branch);
+    let base =
+        if ref_exists(&git, &ws.mirror, &remote).await? { remote } else { "refs/remotes/origin/HEAD".to_owned() };
+    let range = format!("{base}..refs/heads/{}", ws.branch);
+    let count = git.run(&ws.mirror, GitStep::RevParse, ["rev-list", "--count", &range]).await?;
+    Ok(count.trim().parse::<u64>().unwrap_or(0) > 0)
+}
+
 /// Removes the task's workspace: the workdir, its worktree entry in the mirror, the task dir.
 /// The mirror and the task's branch in it stay (the next prepare resets the branch). Idempotent:
 /// a second call, or a call on a half-made workspace, succeeds.

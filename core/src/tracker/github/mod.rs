@@ -27,6 +27,9 @@ use crate::tracker::TrackerError;
 pub mod api;
 pub mod auth;
 mod politeness;
+mod pulls;
+
+pub use pulls::PullRequest;
 mod wire;
 
 pub use api::{CreatedComment, RepoPermission};

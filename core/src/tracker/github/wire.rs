@@ -103,3 +103,32 @@ pub(crate) struct TokenRequest {
     pub repository_ids: Vec<u64>,
     pub permissions: BTreeMap<&'static str, &'static str>,
 }
+
+/// `GET /repos/{o}/{r}`, the fields we read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RepoResponse {
+    pub default_branch: String,
+}
+
+/// A pull request, the fields we read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PullResponse {
+    pub number: u64,
+    pub html_url: Option<String>,
+}
+
+/// `POST /repos/{o}/{r}/pulls`.
+#[derive(Debug, Serialize)]
+pub(crate) struct PullCreateRequest<'a> {
+    pub title: &'a str,
+    pub head: &'a str,
+    pub base: &'a str,
+    pub body: &'a str,
+}
+
+/// `PATCH /repos/{o}/{r}/pulls/{n}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct PullUpdateRequest<'a> {
+    pub title: &'a str,
+    pub body: &'a str,
+}
