@@ -184,6 +184,14 @@ pub enum Placement {
         /// The top-level comment the thread hangs from.
         root_id: String,
     },
+    /// A Linear Agent API session: the agent answers with activities in the session (Linear
+    /// renders them, and turns the final `response` into a comment in the session's thread).
+    AgentSession {
+        /// `agentSession.id`.
+        session_id: String,
+        /// The root comment of the session's thread, when it has one.
+        root_id: Option<String>,
+    },
 }
 
 impl Placement {
@@ -192,6 +200,7 @@ impl Placement {
         match self {
             Placement::TopLevel => None,
             Placement::ReviewThread { root_id } | Placement::Reply { root_id } => Some(root_id),
+            Placement::AgentSession { root_id, .. } => root_id.as_deref(),
         }
     }
 }

@@ -84,6 +84,10 @@ fn turn_text(input: &PromptInput<'_>) -> String {
             "The issue was assigned to you. Read it with `issue_read` and the conversation with \
 `thread_read`, do the work it describes, then answer with `comment_reply`.\n",
         ),
+        Some(TriggerKind::AgentSession) => out.push_str(
+            "You were asked in a Linear agent session. Read the conversation with `thread_read` first, do \
+what is asked, then answer with `comment_reply` (it becomes your response in the session).\n",
+        ),
         Some(TriggerKind::Mention | TriggerKind::Reply | TriggerKind::AssignedComment) | None => {
             let ids: Vec<&str> = task.comment_ids();
             out.push_str(&format!(
@@ -102,6 +106,7 @@ asked, then answer with `comment_reply`.\n",
     for trigger in &task.triggers {
         let what = match (&trigger.comment_id, trigger.kind) {
             (_, TriggerKind::Assignment) => format!("issue description (assigned by {})", trigger.author),
+            (_, TriggerKind::AgentSession) => "agent session prompt".to_owned(),
             (Some(id), _) => format!("comment {id} by {}", trigger.author),
             (None, _) => format!("request by {}", trigger.author),
         };

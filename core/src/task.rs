@@ -158,6 +158,8 @@ pub enum TriggerKind {
     AssignedComment,
     /// The issue was assigned or delegated to the agent.
     Assignment,
+    /// A Linear Agent API session was created or prompted.
+    AgentSession,
 }
 
 /// One comment (or assignment) that asked for a task. The first trigger created the task; later

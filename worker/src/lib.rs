@@ -8,12 +8,14 @@
 //! | [`codex`] | drives the real OpenAI Codex (`codex app-server`, JSON-RPC over stdio) for one turn |
 //! | [`tools`] | the dynamic tools the agent calls, scoped to its task |
 //! | [`events`] | Codex events → the task transcript |
+//! | [`activities`] | Codex events → Linear agent-session activities |
 //! | [`setup`] | builds a worker from settings |
 //! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
 //! | [`logging`] | the process's one tracing subscriber |
 //!
 //! `main.rs` only parses the command line and calls into these.
 
+pub mod activities;
 pub mod codex;
 pub mod events;
 pub mod execenv;

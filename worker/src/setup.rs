@@ -14,7 +14,6 @@ use beckon_core::ledger::Ledger;
 use beckon_core::queue::Queue;
 use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubConfig};
 use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
-use beckon_core::tracker::TrackerClient;
 
 use crate::codex::{CodexSettings, Timeouts, DEFAULT_ENV_ALLOW_LIST};
 use crate::execenv::ExecEnvConfig;
@@ -114,7 +113,7 @@ fn trackers(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Tracke
         Some(auth) => {
             let client = LinearClient::new(LinearConfig::new(w.linear_api_url.clone()), auth, clock)
                 .context("while building the Linear client")?;
-            Some(Arc::new(client) as Arc<dyn TrackerClient>)
+            Some(Arc::new(client))
         }
         None => None,
     };

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use beckon_core::clock::Clock;
+use beckon_core::event::Placement;
 use beckon_core::event::Subject;
 use beckon_core::ledger::{Ledger, LedgerError};
 use beckon_core::prompt::{self, PromptInput};
@@ -31,11 +32,13 @@ use beckon_core::task::{
     CancelReason, FailureReason, Permission, Task, TaskId, TaskOutcome, TokenUsage, Transition, TransitionError,
 };
 use beckon_core::tracker::github::GithubClient;
-use beckon_core::tracker::TrackerClient;
+use beckon_core::tracker::linear::LinearClient;
+use beckon_core::tracker::{CommentRef, ThreadRef, TrackerClient};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
+use crate::activities::{self, Tee};
 use crate::codex::{self, CodexConfig, InterruptReason, Timeouts, TurnRequest, TurnStatus};
 use crate::events::{self, RecordTarget};
 use crate::execenv::{self, Checkout, ExecEnvConfig};
@@ -49,6 +52,8 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 pub const BUSY_RETRY: Duration = Duration::from_secs(10);
 /// Backoff before a released task is tried again, per attempt.
 pub const RETRY_BACKOFF: Duration = Duration::from_secs(5);
+/// How often a running task checks for `cancel_requested` between lease renewals.
+pub const CANCEL_POLL: Duration = Duration::from_secs(2);
 /// How long shutdown waits for running tasks to hand their leases back.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
@@ -57,8 +62,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 pub struct Trackers {
     /// GitHub (a personal token, or an App that mints task-scoped tokens).
     pub github: Option<Arc<GithubClient>>,
-    /// Linear.
-    pub linear: Option<Arc<dyn TrackerClient>>,
+    /// Linear (concrete: agent sessions need its activity calls).
+    pub linear: Option<Arc<LinearClient>>,
 }
 
 /// How the worker runs.
@@ -252,8 +257,9 @@ impl Worker {
         disposition
     }
 
-    /// Renews the lease and the message visibility every third of the lease; turns a
-    /// `cancel_requested` or a lost lease into a stop. Never returns on its own.
+    /// Renews the lease and the message visibility every third of the lease, checks for a
+    /// `cancel_requested` every [`CANCEL_POLL`], and turns either that or a lost lease into a stop.
+    /// Never returns on its own.
     async fn heartbeat(
         &self,
         task_id: TaskId,
@@ -262,14 +268,31 @@ impl Worker {
         cause: Arc<Mutex<Option<StopCause>>>,
         stop: CancellationToken,
     ) {
-        let every = self.config.lease / 3;
+        let renew_every = self.config.lease / 3;
+        let mut last_renewal = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return std::future::pending().await,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(CANCEL_POLL.min(renew_every)) => {}
             }
-            let beat = Transition::Heartbeat { lease_gen, lease: self.config.lease };
-            match self.ledger.transition(&task_id, &beat).await {
+            let renew = last_renewal.elapsed() >= renew_every;
+            let seen = if renew {
+                let beat = Transition::Heartbeat { lease_gen, lease: self.config.lease };
+                self.ledger.transition(&task_id, &beat).await
+            } else {
+                // A cheap read between renewals, so a stop lands within seconds.
+                match self.ledger.task(&task_id).await {
+                    Ok(Some(t)) if t.lease_gen == lease_gen => Ok(t),
+                    Ok(Some(t)) => Err(LedgerError::Transition(TransitionError::StaleLease {
+                        task: task_id.clone(),
+                        held: lease_gen,
+                        current: t.lease_gen,
+                    })),
+                    Ok(None) => Err(LedgerError::NotFound(task_id.clone())),
+                    Err(e) => Err(e),
+                }
+            };
+            match seen {
                 Ok(t) => {
                     if let Some(reason) = t.cancel_requested {
                         info!(?reason, "cancel requested; interrupting the turn");
@@ -284,8 +307,11 @@ impl Worker {
                 }
                 Err(e) => warn!(error = %e, "heartbeat failed; will try again"),
             }
-            if let Err(e) = self.queue.extend(&receipt, self.config.lease).await {
-                warn!(error = %e, "could not extend the message's visibility");
+            if renew {
+                last_renewal = tokio::time::Instant::now();
+                if let Err(e) = self.queue.extend(&receipt, self.config.lease).await {
+                    warn!(error = %e, "could not extend the message's visibility");
+                }
             }
         }
     }
@@ -426,6 +452,18 @@ impl Worker {
         let lost = CancellationToken::new();
         let (recorder, recording) =
             events::start(target, Arc::clone(&self.ledger), Arc::clone(&self.clock), lost.clone());
+        // A Linear agent session watches the turn as activities.
+        let session = match (ThreadRef::for_task(task).trigger, &self.trackers.linear) {
+            (Some(CommentRef { placement: Placement::AgentSession { session_id, .. }, .. }), Some(linear)) => {
+                Some(activities::start(Arc::clone(linear), session_id))
+            }
+            (Some(_) | None, _) => None,
+        };
+        let (stream, streaming) = match session {
+            Some((stream, handle)) => (Some(stream), Some(handle)),
+            None => (None, None),
+        };
+        let sink = Tee { first: recorder.clone(), second: stream };
         let turn_cancel = CancellationToken::new();
         let watcher = {
             let (turn_cancel, cause) = (turn_cancel.clone(), Arc::clone(&cause));
@@ -437,9 +475,15 @@ impl Worker {
                 turn_cancel.cancel();
             })
         };
-        let result = codex::run_turn(&config, request, tools, &recorder, turn_cancel).await;
+        let result = codex::run_turn(&config, request, tools, &sink, turn_cancel).await;
         watcher.abort();
+        drop(sink);
         drop(recorder);
+        if let Some(streaming) = streaming {
+            if let Err(e) = streaming.await {
+                warn!(error = %e, "the session stream ended abnormally");
+            }
+        }
         let usage = recording.await.unwrap_or(None);
         let stopped = cause.lock().map(|c| *c).unwrap_or(None);
         // Before anything is recorded as finished, and only while this worker still owns the task.
@@ -531,7 +575,7 @@ impl Worker {
                     }
                 }
             }
-            Subject::Linear(_) => self.trackers.linear.clone().map(|l| (l, None)),
+            Subject::Linear(_) => self.trackers.linear.clone().map(|l| (l as Arc<dyn TrackerClient>, None)),
         }
     }
 

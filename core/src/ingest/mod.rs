@@ -344,7 +344,9 @@ fn event_label(event: &Event) -> String {
         EventKind::Comment(c) => {
             let action = match c.comment.placement {
                 crate::event::Placement::ReviewThread { .. } => "review_comment",
-                crate::event::Placement::TopLevel | crate::event::Placement::Reply { .. } => "comment",
+                crate::event::Placement::TopLevel
+                | crate::event::Placement::Reply { .. }
+                | crate::event::Placement::AgentSession { .. } => "comment",
             };
             let verb = match c.action {
                 crate::event::CommentAction::Created => "created",

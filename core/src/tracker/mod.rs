@@ -99,8 +99,18 @@ impl ThreadRef {
     /// The thread of `task`'s latest trigger comment (later comments coalesce into a queued task, and
     /// the newest one is what the asker is looking at).
     pub fn for_task(task: &Task) -> ThreadRef {
-        let trigger = task.triggers.iter().rev().find_map(|t| {
-            t.comment_id.as_ref().map(|id| CommentRef { id: id.clone(), placement: t.placement.clone() })
+        // A Linear agent session that asked wins: its replies are session activities.
+        let session = task.triggers.iter().rev().find_map(|t| match &t.placement {
+            Placement::AgentSession { session_id, root_id } => Some(CommentRef {
+                id: root_id.clone().unwrap_or_else(|| session_id.clone()),
+                placement: t.placement.clone(),
+            }),
+            Placement::TopLevel | Placement::ReviewThread { .. } | Placement::Reply { .. } => None,
+        });
+        let trigger = session.or_else(|| {
+            task.triggers.iter().rev().find_map(|t| {
+                t.comment_id.as_ref().map(|id| CommentRef { id: id.clone(), placement: t.placement.clone() })
+            })
         });
         ThreadRef { subject: task.subject.clone(), trigger }
     }

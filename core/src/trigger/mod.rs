@@ -21,8 +21,8 @@ pub use mention::{find as find_mention, Mention};
 use crate::clock::Millis;
 use crate::decision::{Decision, Effect, IgnoreReason, NewTrigger, ReasonCode};
 use crate::event::{
-    Actor, ActorKind, AssignmentChange, AssignmentEvent, CommentAction, CommentEvent, Event, EventKind, Membership,
-    Placement, Tracker,
+    Actor, ActorKind, AgentSessionEvent, AssignmentChange, AssignmentEvent, CommentAction, CommentEvent, Event,
+    EventKind, Membership, Placement, Tracker,
 };
 use crate::ledger::ThreadSnapshot;
 use crate::task::{CancelReason, Permission, ThreadKey, Trigger, TriggerKind};
@@ -108,7 +108,7 @@ pub fn decide(event: &Event, rules: &Rules, thread: &ThreadSnapshot, now: Millis
     match &event.kind {
         EventKind::Comment(c) => decide_comment(event, c, rules, thread, now),
         EventKind::Assignment(a) => decide_assignment(event, a, rules, thread, now),
-        EventKind::AgentSession(_) => Decision::ignore(IgnoreReason::AgentSession),
+        EventKind::AgentSession(s) => decide_agent_session(event, s, rules, thread, now),
         EventKind::Unrouted(_) => Decision::ignore(IgnoreReason::Unrouted),
     }
 }
@@ -173,6 +173,7 @@ fn decide_comment(event: &Event, c: &CommentEvent, rules: &Rules, thread: &Threa
     // GitHub issue conversations are flat, so there is no root to join.
     let participates_in = match (&comment.placement, event.tracker) {
         (Placement::ReviewThread { root_id } | Placement::Reply { root_id }, _) => Some(root_id.clone()),
+        (Placement::AgentSession { root_id, .. }, _) => root_id.clone(),
         (Placement::TopLevel, Tracker::Linear) => Some(comment.id.clone()),
         (Placement::TopLevel, Tracker::Github) => None,
     };
@@ -283,6 +284,54 @@ fn assigned_to_agent(c: &CommentEvent, rules: &Rules, thread: &ThreadSnapshot) -
 }
 
 /// A new task would exceed the thread's budget; joining a queued task costs no extra run.
+/// A Linear Agent API session: `created` and `prompted` ask for work, answered with activities in
+/// the session; `prompted` with the `stop` signal cancels. The session's creator is a workspace
+/// member (or an automation, which the run budget keeps in check). Other actions are ignored.
+fn decide_agent_session(
+    event: &Event,
+    s: &AgentSessionEvent,
+    rules: &Rules,
+    thread: &ThreadSnapshot,
+    now: Millis,
+) -> Decision {
+    let thread_key = ThreadKey::new(&s.subject, &rules.handle);
+    match (s.action.as_str(), s.signal.as_deref()) {
+        ("prompted", Some("stop")) => {
+            if thread.queued.is_none() && thread.active.is_none() {
+                return Decision::ignore(IgnoreReason::NothingToCancel);
+            }
+            let effect = Effect::CancelThread { thread_key, reason: CancelReason::StopCommand };
+            Decision { reason: ReasonCode::Cancelled, effect }
+        }
+        ("created" | "prompted", _) => {
+            if over_budget(rules, thread) {
+                return Decision::ignore(IgnoreReason::RunBudget);
+            }
+            // No comment id: the session's root comment may also arrive as a Comment webhook and
+            // coalesce into the same task; the session placement then decides where replies go.
+            let trigger = Trigger {
+                delivery_id: event.delivery_id.clone(),
+                comment_id: None,
+                kind: TriggerKind::AgentSession,
+                author: "Linear agent session".to_owned(),
+                body: rules.cap(s.body.as_deref().unwrap_or_default()),
+                placement: Placement::AgentSession { session_id: s.session_id.clone(), root_id: s.comment_id.clone() },
+                at: now,
+            };
+            let effect = Effect::Trigger(NewTrigger {
+                thread_key,
+                subject: s.subject.clone(),
+                trigger,
+                permission: Permission::Trusted,
+                participates_in: s.comment_id.clone(),
+                marks_assigned: false,
+            });
+            Decision { reason: ReasonCode::Enqueued, effect }
+        }
+        (_, _) => Decision::ignore(IgnoreReason::AgentSession),
+    }
+}
+
 fn over_budget(rules: &Rules, thread: &ThreadSnapshot) -> bool {
     thread.queued.is_none() && thread.runs_in_window >= rules.max_runs_per_window
 }

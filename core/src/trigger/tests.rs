@@ -230,6 +230,23 @@ fn every_rule_fires_when_it_should_and_only_then() {
         signal: None,
         app_user_id: Some("app-user".into()),
     }));
+    let session_with = |action: &str, signal: Option<&str>, comment_id: Option<&str>| {
+        event(EventKind::AgentSession(AgentSessionEvent {
+            action: action.into(),
+            session_id: "s1".into(),
+            subject: linear_subject(),
+            comment_id: comment_id.map(str::to_owned),
+            body: Some("fix it".into()),
+            signal: signal.map(str::to_owned),
+            app_user_id: Some("app-user".into()),
+        }))
+    };
+    let session_trigger = |root: Option<&str>| Shape::Trigger {
+        kind: TriggerKind::AgentSession,
+        permission: Permission::Trusted,
+        participates_in: root.map(str::to_owned),
+        marks_assigned: false,
+    };
     let deleted = |c: &mut CommentEvent| c.action = CommentAction::Deleted;
     let by = |name: &'static str, kind: ActorKind| move |c: &mut CommentEvent| c.comment.author = actor(name, kind);
     let member = |m: Membership| move |c: &mut CommentEvent| c.comment.membership = m;
@@ -242,7 +259,38 @@ fn every_rule_fires_when_it_should_and_only_then() {
     let cases: Vec<(&str, Event, ThreadSnapshot, &str, Shape)> = vec![
         // 1. Events that are not comments or assignments.
         ("unrouted", unrouted, idle(), "ignored:unrouted", Shape::Nothing),
-        ("agent session", session, running(), "ignored:agent_session", Shape::Nothing),
+        // Linear agent sessions: created/prompted ask for work; the stop signal cancels.
+        ("agent session created", session, idle(), "enqueued", session_trigger(None)),
+        (
+            "agent session created in a comment thread",
+            session_with("created", None, Some("root-1")),
+            running(),
+            "enqueued",
+            session_trigger(Some("root-1")),
+        ),
+        ("agent session prompted", session_with("prompted", None, None), queued(), "enqueued", session_trigger(None)),
+        (
+            "agent session over budget",
+            session_with("created", None, None),
+            spent(),
+            "ignored:run_budget",
+            Shape::Nothing,
+        ),
+        ("agent session stop", session_with("prompted", Some("stop"), None), running(), "cancelled", Shape::Cancel),
+        (
+            "agent session stop with nothing running",
+            session_with("prompted", Some("stop"), None),
+            idle(),
+            "ignored:nothing_to_cancel",
+            Shape::Nothing,
+        ),
+        (
+            "agent session: other actions",
+            session_with("archived", None, None),
+            running(),
+            "ignored:agent_session",
+            Shape::Nothing,
+        ),
         // 2. Deletions retract, whatever the body says; the ledger knows whether it planned work.
         ("deleted mention", github("@agent fix").with(deleted).into(), queued(), "cancelled", Shape::Retract),
         ("deleted plain comment", github("thanks").with(deleted).into(), idle(), "cancelled", Shape::Retract),

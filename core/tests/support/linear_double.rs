@@ -7,7 +7,8 @@
 //! injected failure (HTTP status, `errors[]`, rate-limit headers); and records every request.
 
 // Test code: a panic in the double is a failed test, which is what we want.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Each test binary that includes this double uses a different part of it.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -243,7 +243,9 @@ impl TrackerClient for GithubClient {
         match thread.trigger.as_ref().map(|t| &t.placement) {
             None | Some(Placement::TopLevel) => self.issue_comments(s).await,
             Some(Placement::ReviewThread { root_id }) => self.review_thread(s, root_id).await,
-            Some(Placement::Reply { .. }) => Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear reply")),
+            Some(Placement::Reply { .. } | Placement::AgentSession { .. }) => {
+                Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear thread"))
+            }
         }
     }
 
@@ -257,8 +259,8 @@ impl TrackerClient for GithubClient {
         let created = match thread.trigger.as_ref().map(|t| &t.placement) {
             None | Some(Placement::TopLevel) => self.create_issue_comment(s, &body).await?,
             Some(Placement::ReviewThread { root_id }) => self.reply_in_review_thread(s, root_id, &body).await?,
-            Some(Placement::Reply { .. }) => {
-                return Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear reply"));
+            Some(Placement::Reply { .. } | Placement::AgentSession { .. }) => {
+                return Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear thread"));
             }
         };
         Ok(PostedReply { comment_id: created.id, url: created.url, delivery: ReplyDelivery::Posted })
@@ -269,7 +271,9 @@ impl TrackerClient for GithubClient {
         match &comment.placement {
             Placement::TopLevel => self.react_to_comment(s, &comment.id, false, reaction).await,
             Placement::ReviewThread { .. } => self.react_to_comment(s, &comment.id, true, reaction).await,
-            Placement::Reply { .. } => Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear reply")),
+            Placement::Reply { .. } | Placement::AgentSession { .. } => {
+                Err(TrackerError::wrong_tracker(Tracker::Github, "a Linear thread"))
+            }
         }
     }
 }

@@ -333,9 +333,27 @@ impl LinearClient {
         content: &ActivityContent,
         ephemeral: bool,
     ) -> Result<String, TrackerError> {
+        self.agent_activity_create_with_id(session_id, content, ephemeral, None).await
+    }
+
+    /// [`LinearClient::agent_activity_create`] with a client-chosen activity `id` (a UUID), so a
+    /// retry after a crash cannot create the activity twice.
+    ///
+    /// # Errors
+    /// As [`LinearClient::comment_create`].
+    pub async fn agent_activity_create_with_id(
+        &self,
+        session_id: &str,
+        content: &ActivityContent,
+        ephemeral: bool,
+        id: Option<&str>,
+    ) -> Result<String, TrackerError> {
         let mut input = json!({ "agentSessionId": session_id, "content": content });
         if ephemeral && content.may_be_ephemeral() {
             input["ephemeral"] = json!(true);
+        }
+        if let Some(id) = id {
+            input["id"] = json!(id);
         }
         let data: wire::AgentActivityCreateData =
             self.graphql(wire::AGENT_ACTIVITY_CREATE, json!({ "input": input })).await?;
@@ -462,6 +480,7 @@ fn thread_root(trigger: Option<&CommentRef>) -> Result<Option<&str>, TrackerErro
         None => Ok(None),
         Some(CommentRef { id, placement: Placement::TopLevel }) => Ok(Some(id)),
         Some(CommentRef { placement: Placement::Reply { root_id }, .. }) => Ok(Some(root_id)),
+        Some(CommentRef { placement: Placement::AgentSession { root_id, .. }, .. }) => Ok(root_id.as_deref()),
         Some(CommentRef { placement: Placement::ReviewThread { .. }, .. }) => {
             Err(TrackerError::wrong_tracker(Tracker::Linear, "a GitHub review thread"))
         }
@@ -494,6 +513,13 @@ impl TrackerClient for LinearClient {
             return Ok(PostedReply { comment_id: found.id, url: found.url, delivery: ReplyDelivery::AlreadyPosted });
         }
         let id = reply::linear_comment_id(reply);
+        // In an agent session the reply is the session's `response` activity; Linear turns it into
+        // a comment in the session's thread, where the marker check above finds it next time.
+        if let Some(CommentRef { placement: Placement::AgentSession { session_id, .. }, .. }) = &thread.trigger {
+            let content = ActivityContent::Response { body: reply::render(reply) };
+            let activity = self.agent_activity_create_with_id(session_id, &content, false, Some(&id)).await?;
+            return Ok(PostedReply { comment_id: activity, url: None, delivery: ReplyDelivery::Posted });
+        }
         let created = self.comment_create(&s.issue_id, &reply::render(reply), root, Some(&id)).await?;
         Ok(PostedReply { comment_id: created.id, url: created.url, delivery: ReplyDelivery::Posted })
     }
