@@ -68,6 +68,8 @@ fn remote(dir: &Path) -> PathBuf {
     std::fs::write(seed.join("README.md"), "Hello World\n").unwrap();
     git(&seed, &["add", "."]);
     git(&seed, &["commit", "-q", "-m", "initial"]);
+    // The head branch of pull request #2 (the review-comment example's PR).
+    git(&seed, &["branch", "feature"]);
     let bare = dir.join("remotes/Codertocat/Hello-World.git");
     std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
     git(dir, &["clone", "-q", "--bare", seed.to_str().unwrap(), bare.to_str().unwrap()]);
@@ -340,4 +342,31 @@ async fn a_linear_agent_session_is_answered_with_activities_and_can_be_stopped()
     assert_eq!(r.body["outcome"], "cancelled");
     let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the stop", finished);
     assert_eq!(tasks[0]["state"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
+async fn on_a_pull_request_the_agent_works_on_and_pushes_its_head_branch() {
+    let w = world(&[]).await;
+    let mut payload = fixture("github/pull_request_review_comment.created.json");
+    let root = w.github.add_review_comment(2, "@agent apply it", None);
+    payload["comment"]["id"] = json!(root);
+    payload["comment"]["body"] =
+        json!("@agent apply it [[shell:echo applied >> README.md && git commit -qam 'apply review' && git branch --show-current]]");
+    let r = github(&client(), &w.beckon.base, "pull_request_review_comment", "e2e-pr", &payload).await;
+    assert_eq!(r.body["outcome"], "enqueued");
+    let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the PR task", finished);
+    assert_eq!(tasks[0]["state"], "completed", "{:#}\nlogs:\n{}", tasks[0], w.beckon.logs().join("\n"));
+    // The agent ran on the PR's head branch, and its commit is on that branch at the remote.
+    let replies: Vec<String> =
+        w.github.comments().into_iter().filter(|c| c.review && c.in_reply_to == Some(root)).map(|c| c.body).collect();
+    assert_eq!(replies.len(), 1, "one reply, in the review thread: {replies:#?}");
+    let reply = &replies[0];
+    assert!(reply.contains("feature"), "the agent's checkout: {reply}");
+    let remote = w.dir.path().join("remotes/Codertocat/Hello-World.git");
+    let log = Command::new("git").args(["log", "--format=%s", "-1", "feature"]).current_dir(&remote).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "apply review");
+    let head_lookups =
+        w.github.requests_to("GET", "/pulls/2").into_iter().filter(|r| r.path.ends_with("/pulls/2")).count();
+    assert_eq!(head_lookups, 1, "asked GitHub for the head branch");
 }

@@ -71,6 +71,26 @@ pub fn specs() -> Vec<DynamicToolSpec> {
     ]
 }
 
+/// Why a reply could not be posted, and whether trying again later may help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyFailure {
+    /// For the model (a tool result) and the log.
+    pub message: String,
+    /// True for transient causes (tracker 5xx, rate limits, ledger unavailable); false for
+    /// permanent ones (a 4xx, a reply that already exists), which a retry would only repeat.
+    pub retryable: bool,
+}
+
+impl std::fmt::Display for ReplyFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn failure(message: String, retryable: bool) -> ReplyFailure {
+    ReplyFailure { message, retryable }
+}
+
 /// What `pull_request_open` needs: the task's GitHub client (scoped to its repository), its
 /// repository, and its workspace, whose branch is the only one it may push.
 #[derive(Debug)]
@@ -135,10 +155,14 @@ impl TaskTools {
     /// marks it posted. Used by `comment_reply` and by the worker's fallback reply.
     ///
     /// # Errors
-    /// Why the reply could not be posted (ledger or tracker), as text for the model or the log.
-    pub async fn post_reply(&self, body: &str) -> Result<String, String> {
+    /// [`ReplyFailure`]: why the reply could not be posted (ledger or tracker), and whether a
+    /// retry may help.
+    pub async fn post_reply(&self, body: &str) -> Result<String, ReplyFailure> {
         if let Some(id) = self.replied() {
-            return Err(format!("you already replied in this task (comment {id}); a task answers once"));
+            return Err(failure(
+                format!("you already replied in this task (comment {id}); a task answers once"),
+                false,
+            ));
         }
         let stage = Transition::StageReply { lease_gen: self.lease_gen, body: body.to_owned() };
         let task = match self.ledger.transition(&self.task_id, &stage).await {
@@ -148,21 +172,24 @@ impl TaskTools {
                 .ledger
                 .task(&self.task_id)
                 .await
-                .map_err(|e| format!("could not read the task: {e}"))?
-                .ok_or_else(|| "the task disappeared".to_owned())?,
-            Err(e) => return Err(format!("could not record the reply: {e}")),
+                .map_err(|e| failure(format!("could not read the task: {e}"), e.is_retryable()))?
+                .ok_or_else(|| failure("the task disappeared".to_owned(), false))?,
+            Err(e) => return Err(failure(format!("could not record the reply: {e}"), e.is_retryable())),
         };
         let Some(staged) = task.reply else {
-            return Err("the reply was not recorded".to_owned());
+            return Err(failure("the reply was not recorded".to_owned(), false));
         };
         if let Some(id) = staged.posted_comment_id {
             self.remember(&id);
-            return Err(format!("you already replied in this task (comment {id}); a task answers once"));
+            return Err(failure(
+                format!("you already replied in this task (comment {id}); a task answers once"),
+                false,
+            ));
         }
         let reply = Reply { task_id: self.task_id.clone(), seq: staged.seq, body: staged.body };
         let posted = self.tracker.post_reply(&self.thread, &reply).await.map_err(|e| {
             warn!(task_id = %self.task_id, error = %e, "posting the reply failed");
-            format!("the tracker refused the reply: {e}")
+            failure(format!("the tracker refused the reply: {e}"), e.is_retryable())
         })?;
         let mark = Transition::ReplyPosted { lease_gen: self.lease_gen, comment_id: posted.comment_id.clone() };
         if let Err(e) = self.ledger.transition(&self.task_id, &mark).await {
@@ -279,7 +306,7 @@ impl ToolHandler for TaskTools {
                 };
                 match self.post_reply(body).await {
                     Ok(id) => ok(format!("Posted your reply (comment {id}).")),
-                    Err(why) => refuse(why),
+                    Err(why) => refuse(why.message),
                 }
             }
             "pull_request_open" => {
@@ -475,7 +502,7 @@ mod tests {
         // Whatever the new attempt tries to say, the staged reply is the one that goes out, once.
         assert_eq!(tools.post_reply("A different answer.").await.unwrap(), "c0");
         assert_eq!(
-            tools.post_reply("Again.").await.unwrap_err(),
+            tools.post_reply("Again.").await.unwrap_err().message,
             "you already replied in this task (comment c0); a task answers once"
         );
         let posts = tracker.posts.lock().unwrap().clone();

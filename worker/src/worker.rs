@@ -31,7 +31,7 @@ use beckon_core::sweep;
 use beckon_core::task::{
     CancelReason, FailureReason, Permission, Task, TaskId, TaskOutcome, TokenUsage, Transition, TransitionError,
 };
-use beckon_core::tracker::github::GithubClient;
+use beckon_core::tracker::github::{GithubClient, PullHeadBranch};
 use beckon_core::tracker::linear::LinearClient;
 use beckon_core::tracker::{CommentRef, ThreadRef, TrackerClient};
 use tokio::task::JoinSet;
@@ -354,7 +354,7 @@ impl Worker {
         if let Some(reply) = &task.reply {
             if reply.posted_comment_id.is_none() {
                 if let Err(why) = tools.post_reply(&reply.body).await {
-                    return self.retry_or_fail(&task, FailureReason::TrackerUnavailable, &why, None).await;
+                    return self.reply_failed(&task, &why).await;
                 }
             }
             info!("reply already recorded by an earlier attempt; finishing");
@@ -382,13 +382,23 @@ impl Worker {
             }
         }
 
-        let checkout = match &task.subject {
-            // The comment event does not name the PR's head branch; an unknown name makes the
-            // workspace fetch `refs/pull/N/head` onto `beckon/pull-N`.
-            Subject::Github(s) if s.is_pull_request => {
-                Checkout::PullRequestHead { number: s.number, head_ref: format!("beckon/pull-{}", s.number) }
-            }
-            Subject::Github(_) | Subject::Linear(_) => Checkout::NewBranch,
+        let checkout = match (&task.subject, scoped_github.as_deref()) {
+            // The comment event does not name the PR's head branch: ask. A head elsewhere (a fork)
+            // is checked out from `refs/pull/N/head` and cannot be pushed.
+            (Subject::Github(s), Some(github)) if s.is_pull_request => match github.pull_request_head(s).await {
+                Ok(PullHeadBranch::SameRepository(branch)) => {
+                    Checkout::PullRequestHead { number: s.number, head_ref: branch }
+                }
+                Ok(PullHeadBranch::Elsewhere(_)) => {
+                    Checkout::PullRequestHead { number: s.number, head_ref: format!("beckon/pull-{}", s.number) }
+                }
+                Err(e) => {
+                    return self
+                        .retry_or_fail(&task, FailureReason::TrackerUnavailable, &e.to_string(), Some(&tools))
+                        .await;
+                }
+            },
+            (Subject::Github(_) | Subject::Linear(_), _) => Checkout::NewBranch,
         };
         let ws = match execenv::prepare(&self.config.execenv, &task, checkout).await {
             Ok(ws) => ws,
@@ -513,7 +523,7 @@ impl Worker {
                     let answer = outcome.final_message.clone().unwrap_or_else(|| "(The agent gave no answer.)".into());
                     let body = format!("{answer}{}", footer(task, started.elapsed(), usage));
                     if let Err(why) = tools.post_reply(&body).await {
-                        return self.retry_or_fail(task, FailureReason::TrackerUnavailable, &why, None).await;
+                        return self.reply_failed(task, &why).await;
                     }
                 }
                 let summary = outcome.final_message.as_deref().map(|m| m.chars().take(200).collect());
@@ -646,6 +656,16 @@ impl Worker {
             };
         }
         self.fail(task, tools, reason, why).await
+    }
+
+    /// The reply could not be posted: try again later when that may help, else fail (without a
+    /// second attempt at replying, which would fail the same way).
+    async fn reply_failed(&self, task: &Task, why: &tools::ReplyFailure) -> Disposition {
+        if why.retryable {
+            self.retry_or_fail(task, FailureReason::TrackerUnavailable, &why.message, None).await
+        } else {
+            self.fail(task, None, FailureReason::TrackerUnavailable, &why.message).await
+        }
     }
 
     async fn release(&self, task: &Task) -> Disposition {

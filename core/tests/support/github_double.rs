@@ -311,6 +311,15 @@ async fn handle(State(state): State<Shared>, method: Method, uri: Uri, headers: 
                 .collect();
             reply(200, vec![], Value::Array(items))
         }
+        ["repos", _, _, "pulls", n] if m == "GET" => {
+            let n: u64 = n.parse().unwrap();
+            let head = s.pulls.iter().find(|p| p.number == n).map_or("feature".to_owned(), |p| p.head.clone());
+            reply(
+                200,
+                vec![],
+                json!({"number": n, "head": {"ref": head, "repo": {"id": 186853002}}, "base": {"ref": "main"}}),
+            )
+        }
         ["repos", _, _, "pulls", n] if m == "PATCH" => {
             let n: u64 = n.parse().unwrap();
             match s.pulls.iter_mut().find(|p| p.number == n) {

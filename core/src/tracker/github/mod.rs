@@ -29,7 +29,7 @@ pub mod auth;
 mod politeness;
 mod pulls;
 
-pub use pulls::PullRequest;
+pub use pulls::{PullHeadBranch, PullRequest};
 mod wire;
 
 pub use api::{CreatedComment, RepoPermission};

@@ -7,7 +7,7 @@
 use reqwest::Method;
 use secrecy::SecretString;
 
-use super::wire::{PullCreateRequest, PullResponse, PullUpdateRequest, RepoResponse};
+use super::wire::{PullCreateRequest, PullDetailResponse, PullResponse, PullUpdateRequest, RepoResponse};
 use super::{Access, GithubClient};
 use crate::event::GithubSubject;
 use crate::tracker::reply::cap_body;
@@ -24,7 +24,30 @@ pub struct PullRequest {
     pub created: bool,
 }
 
+/// Where a pull request's head lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullHeadBranch {
+    /// A branch of this repository: pushing it updates the pull request.
+    SameRepository(String),
+    /// A fork (or a deleted repository): Beckon cannot push there.
+    Elsewhere(String),
+}
+
 impl GithubClient {
+    /// `GET /repos/{o}/{r}/pulls/{n}`: where the pull request's head branch lives.
+    ///
+    /// # Errors
+    /// [`TrackerError`] as mapped from the response.
+    pub async fn pull_request_head(&self, s: &GithubSubject) -> Result<PullHeadBranch, TrackerError> {
+        let url = format!("{}/pulls/{}", self.repo_url(s)?, s.number);
+        let raw = self.call(s, Access::Read, Method::GET, &url, None::<&()>).await?;
+        let head = raw.json::<PullDetailResponse>()?.head;
+        Ok(match head.repo {
+            Some(repo) if repo.id == s.repository_id => PullHeadBranch::SameRepository(head.branch),
+            Some(_) | None => PullHeadBranch::Elsewhere(head.branch),
+        })
+    }
+
     /// `GET /repos/{o}/{r}`: the default branch (the base of new pull requests).
     ///
     /// # Errors

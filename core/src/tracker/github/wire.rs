@@ -132,3 +132,24 @@ pub(crate) struct PullUpdateRequest<'a> {
     pub title: &'a str,
     pub body: &'a str,
 }
+
+/// `GET /repos/{o}/{r}/pulls/{n}`, the head we read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PullDetailResponse {
+    pub head: PullHead,
+}
+
+/// A pull request's head.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PullHead {
+    #[serde(rename = "ref")]
+    pub branch: String,
+    /// `null` when the head repository was deleted.
+    pub repo: Option<PullHeadRepo>,
+}
+
+/// The repository a head branch lives in.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PullHeadRepo {
+    pub id: u64,
+}
