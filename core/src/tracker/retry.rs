@@ -12,6 +12,21 @@ use std::time::Duration;
 
 use crate::tracker::TrackerError;
 
+/// A failure of the HTTP client itself (no response) as a transient error, naming the kind only:
+/// never the URL, which could carry query details, and never headers.
+pub(crate) fn transport_error(err: reqwest::Error) -> TrackerError {
+    let detail = if err.is_timeout() {
+        "timeout"
+    } else if err.is_connect() {
+        "connection failed"
+    } else if err.is_body() || err.is_decode() {
+        "response body interrupted"
+    } else {
+        "request failed"
+    };
+    TrackerError::Transient { status: None, detail: detail.to_owned() }
+}
+
 /// How hard a client tries before giving up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

@@ -357,10 +357,10 @@ impl GithubClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(transport_error)?;
+        let response = request.send().await.map_err(crate::tracker::retry::transport_error)?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.text().await.map_err(transport_error)?;
+        let body = response.text().await.map_err(crate::tracker::retry::transport_error)?;
         if (200..300).contains(&status) {
             return Ok(Raw { headers, body });
         }
@@ -375,21 +375,6 @@ impl GithubClient {
     fn repo_url(&self, s: &GithubSubject) -> Result<String, TrackerError> {
         Ok(format!("{}/repos/{}/{}", self.shared.config.api_url, segment(&s.owner)?, segment(&s.repo)?))
     }
-}
-
-/// reqwest failures (timeouts, refused connections, cut bodies) as transient errors. The detail
-/// names the kind only: reqwest's own text carries the URL, which we keep out of errors anyway.
-fn transport_error(err: reqwest::Error) -> TrackerError {
-    let detail = if err.is_timeout() {
-        "timeout"
-    } else if err.is_connect() {
-        "connection failed"
-    } else if err.is_body() || err.is_decode() {
-        "response body interrupted"
-    } else {
-        "request failed"
-    };
-    TrackerError::Transient { status: None, detail: detail.to_owned() }
 }
 
 fn github_subject(subject: &Subject) -> Result<&GithubSubject, TrackerError> {

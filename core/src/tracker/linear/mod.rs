@@ -402,14 +402,14 @@ impl LinearClient {
             .json(&wire::GraphQlRequest { query, variables })
             .send()
             .await
-            .map_err(transport_error)?;
+            .map_err(crate::tracker::retry::transport_error)?;
         let status = response.status().as_u16();
         let reset_ms = response
             .headers()
             .get("x-ratelimit-requests-reset")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<i64>().ok());
-        let text = response.text().await.map_err(transport_error)?;
+        let text = response.text().await.map_err(crate::tracker::retry::transport_error)?;
         let envelope = serde_json::from_str::<wire::GraphQlResponse>(&text).ok();
         let (data, errors) = match envelope {
             Some(e) => (e.data, e.errors),
@@ -453,18 +453,6 @@ fn succeeded(success: bool, operation: &str) -> Result<(), TrackerError> {
     } else {
         Err(TrackerError::GraphQl { code: None, message: format!("{operation} returned success: false") })
     }
-}
-
-/// reqwest failures as transient errors, naming the kind only.
-fn transport_error(err: reqwest::Error) -> TrackerError {
-    let detail = if err.is_timeout() {
-        "timeout"
-    } else if err.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    TrackerError::Transient { status: None, detail: detail.to_owned() }
 }
 
 fn linear_subject(subject: &Subject) -> Result<&LinearSubject, TrackerError> {
