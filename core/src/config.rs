@@ -74,9 +74,13 @@ pub mod vars {
     pub const CODEX_BIN: &str = "BECKON_CODEX_BIN";
     /// A TOML file merged into every task's Codex `config.toml`.
     pub const CODEX_CONFIG: &str = "BECKON_CODEX_CONFIG";
+    /// A GitHub token for the edge acknowledgement (👀) when no GitHub App is configured.
+    pub const GITHUB_TOKEN: &str = "BECKON_GITHUB_TOKEN";
+    /// The Linear app-actor OAuth token itself (instead of [`LINEAR_OAUTH_TOKEN_ARN`]).
+    pub const LINEAR_OAUTH_TOKEN: &str = "BECKON_LINEAR_OAUTH_TOKEN";
 
     /// Every name above, for consistency checks against deploy templates.
-    pub const ALL: [&str; 28] = [
+    pub const ALL: [&str; 30] = [
         LISTEN,
         DATA_DIR,
         BACKEND,
@@ -105,6 +109,8 @@ pub mod vars {
         GIT_BASE_URL,
         CODEX_BIN,
         CODEX_CONFIG,
+        GITHUB_TOKEN,
+        LINEAR_OAUTH_TOKEN,
     ];
 }
 
@@ -255,6 +261,64 @@ impl Settings {
     /// The SQLite file under the data dir (`sqlite::DB_FILE_NAME`).
     pub fn sqlite_path(&self) -> PathBuf {
         self.data_dir.join("beckon.sqlite3")
+    }
+}
+
+/// What the AWS backend and the Lambda functions read besides [`Settings`] (DESIGN §7 names).
+/// Secrets given by ARN are fetched by the binary once per cold start; values win over ARNs.
+#[derive(Debug, Clone, Default)]
+pub struct AwsSettings {
+    /// `BECKON_TABLE_NAME`.
+    pub table_name: Option<String>,
+    /// `BECKON_QUEUE_URL`.
+    pub queue_url: Option<String>,
+    /// `BECKON_GITHUB_WEBHOOK_SECRET_ARN`.
+    pub github_webhook_secret_arn: Option<String>,
+    /// `BECKON_LINEAR_WEBHOOK_SECRET_ARN`.
+    pub linear_webhook_secret_arn: Option<String>,
+    /// `BECKON_GITHUB_API_URL`.
+    pub github_api_url: Option<String>,
+    /// `BECKON_GITHUB_APP_ID`.
+    pub github_app_id: Option<String>,
+    /// `BECKON_GITHUB_APP_PRIVATE_KEY_ARN`.
+    pub github_app_private_key_arn: Option<String>,
+    /// `BECKON_GITHUB_TOKEN`.
+    pub github_token: Option<SecretString>,
+    /// `BECKON_LINEAR_API_URL`.
+    pub linear_api_url: Option<String>,
+    /// `BECKON_LINEAR_OAUTH_TOKEN_ARN`.
+    pub linear_oauth_token_arn: Option<String>,
+    /// `BECKON_LINEAR_OAUTH_TOKEN`.
+    pub linear_oauth_token: Option<SecretString>,
+}
+
+impl AwsSettings {
+    /// Reads the AWS names from `lookup` (the environment); empty values count as unset.
+    pub fn load(lookup: impl Fn(&str) -> Option<String>) -> AwsSettings {
+        let get = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        AwsSettings {
+            table_name: get(vars::TABLE_NAME),
+            queue_url: get(vars::QUEUE_URL),
+            github_webhook_secret_arn: get(vars::GITHUB_WEBHOOK_SECRET_ARN),
+            linear_webhook_secret_arn: get(vars::LINEAR_WEBHOOK_SECRET_ARN),
+            github_api_url: get(vars::GITHUB_API_URL),
+            github_app_id: get(vars::GITHUB_APP_ID),
+            github_app_private_key_arn: get(vars::GITHUB_APP_PRIVATE_KEY_ARN),
+            github_token: get(vars::GITHUB_TOKEN).map(SecretString::from),
+            linear_api_url: get(vars::LINEAR_API_URL),
+            linear_oauth_token_arn: get(vars::LINEAR_OAUTH_TOKEN_ARN),
+            linear_oauth_token: get(vars::LINEAR_OAUTH_TOKEN).map(SecretString::from),
+        }
+    }
+
+    /// The table and queue of the AWS backend.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the missing variable.
+    pub fn backend(&self) -> Result<(&str, &str), ConfigError> {
+        let table = self.table_name.as_deref().ok_or_else(|| invalid(vars::TABLE_NAME, "required with the aws backend"))?;
+        let queue = self.queue_url.as_deref().ok_or_else(|| invalid(vars::QUEUE_URL, "required with the aws backend"))?;
+        Ok((table, queue))
     }
 }
 
