@@ -316,8 +316,10 @@ impl AwsSettings {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the missing variable.
     pub fn backend(&self) -> Result<(&str, &str), ConfigError> {
-        let table = self.table_name.as_deref().ok_or_else(|| invalid(vars::TABLE_NAME, "required with the aws backend"))?;
-        let queue = self.queue_url.as_deref().ok_or_else(|| invalid(vars::QUEUE_URL, "required with the aws backend"))?;
+        let table =
+            self.table_name.as_deref().ok_or_else(|| invalid(vars::TABLE_NAME, "required with the aws backend"))?;
+        let queue =
+            self.queue_url.as_deref().ok_or_else(|| invalid(vars::QUEUE_URL, "required with the aws backend"))?;
         Ok((table, queue))
     }
 }

@@ -9,6 +9,8 @@
 //!
 //! `main.rs` only parses the command line and calls into these.
 
+pub mod aws_init;
+pub mod backend;
 pub mod codex;
 pub mod logging;
 pub mod operator;

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use beckon::{logging, operator, serve};
+use beckon::{aws_init, logging, operator, serve};
 use beckon_core::config::{vars, Settings};
 use clap::{Parser, Subcommand};
 
@@ -33,6 +33,11 @@ enum Command {
         #[command(subcommand)]
         command: operator::DeliveriesCommand,
     },
+    /// The AWS mode: `beckon aws init` creates the table and queues when missing.
+    Aws {
+        #[command(subcommand)]
+        command: aws_init::AwsCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,6 +50,7 @@ fn main() -> anyhow::Result<()> {
             Command::Serve => serve::main(settings).await,
             Command::Tasks { command } => operator::tasks(&settings, command).await,
             Command::Deliveries { command } => operator::deliveries(&settings, command).await,
+            Command::Aws { command } => aws_init::run(command).await,
         }
     })
 }

@@ -39,7 +39,9 @@ pub async fn handle(app: &App, event: LambdaFunctionUrlRequest) -> LambdaFunctio
                 match tokio::time::timeout(ACK_TIMEOUT, app.ack.acknowledge(&ack)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => warn!(error = %e, "acknowledgement failed; the delivery is recorded regardless"),
-                    Err(_) => warn!(timeout = ?ACK_TIMEOUT, "acknowledgement timed out; the delivery is recorded regardless"),
+                    Err(_) => {
+                        warn!(timeout = ?ACK_TIMEOUT, "acknowledgement timed out; the delivery is recorded regardless")
+                    }
                 }
             }
         }
@@ -64,7 +66,9 @@ pub fn ack_for(tracker: Tracker, headers: &Headers, body: &[u8]) -> Option<Ack> 
     match tracker {
         Tracker::Github => {
             let json = ingest::github::payload_bytes(headers.get("content-type"), body).ok()?;
-            let event = ingest::github::decode(headers.get("x-github-event")?, headers.get("x-github-delivery")?, &json).ok()?;
+            let event =
+                ingest::github::decode(headers.get("x-github-event")?, headers.get("x-github-delivery")?, &json)
+                    .ok()?;
             let EventKind::Comment(c) = event.kind else { return None };
             if matches!(c.action, CommentAction::Deleted) {
                 return None;

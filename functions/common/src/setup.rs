@@ -90,7 +90,12 @@ impl App {
     ///
     /// # Errors
     /// As [`App::from_env`].
-    pub async fn new(tracker: Tracker, mut settings: Settings, aws: &AwsSettings, sdk: &SdkConfig) -> Result<App, SetupError> {
+    pub async fn new(
+        tracker: Tracker,
+        mut settings: Settings,
+        aws: &AwsSettings,
+        sdk: &SdkConfig,
+    ) -> Result<App, SetupError> {
         let (table, queue_url) = aws.backend()?;
         let secrets = Secrets(aws_sdk_secretsmanager::Client::new(sdk));
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -102,7 +107,9 @@ impl App {
                     settings.github_secrets.truncate(2);
                 }
                 let auth = match (&aws.github_app_id, &aws.github_app_private_key_arn, &aws.github_token) {
-                    (Some(app_id), Some(arn), _) => Some(GithubAuth::App(GithubApp::from_pem(app_id.clone(), &secrets.fetch(arn).await?)?)),
+                    (Some(app_id), Some(arn), _) => {
+                        Some(GithubAuth::App(GithubApp::from_pem(app_id.clone(), &secrets.fetch(arn).await?)?))
+                    }
                     (_, _, Some(token)) => Some(GithubAuth::Token(token.clone())),
                     (None, _, None) | (Some(_), None, None) => None,
                 };
@@ -123,7 +130,8 @@ impl App {
                 };
                 if let Some(token) = token {
                     let url = aws.linear_api_url.as_deref().unwrap_or(DEFAULT_LINEAR_API_URL);
-                    ack.linear = Some(LinearClient::new(LinearConfig::new(url), LinearAuth::OAuth(token), clock.clone())?);
+                    ack.linear =
+                        Some(LinearClient::new(LinearConfig::new(url), LinearAuth::OAuth(token), clock.clone())?);
                 }
             }
         }

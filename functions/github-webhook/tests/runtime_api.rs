@@ -5,10 +5,10 @@
 //! and a duplicate-delivery storm across three function processes. Needs moto (`scripts/test`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-#[path = "../../../core/tests/support/moto.rs"]
-mod moto;
 #[path = "../../../core/tests/support/github_double.rs"]
 mod github_double;
+#[path = "../../../core/tests/support/moto.rs"]
+mod moto;
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -221,7 +221,8 @@ async fn function_url_events_become_tasks_and_acknowledgements() {
     let runtime = Runtime::start().await;
     let started = Instant::now();
     let _function = spawn_function(&runtime, &made.table_name, &made.queue_url, &github.base);
-    let (c1, c2) = (github.add_comment(1, "@agent please fix", "octocat"), github.add_comment(1, "@agent also", "octocat"));
+    let (c1, c2) =
+        (github.add_comment(1, "@agent please fix", "octocat"), github.add_comment(1, "@agent also", "octocat"));
 
     let first = runtime.invoke(event("d-1", &payload(c1), SECRET, false)).await.expect("a response, not an error");
     eprintln!("time from process start to first event handled: {:?}", started.elapsed());
@@ -232,7 +233,10 @@ async fn function_url_events_become_tasks_and_acknowledgements() {
     // A base64 body (as function URLs deliver binary-ish content types) is verified over its bytes.
     let second = runtime.invoke(event("d-2", &payload(c2), SECRET, true)).await.unwrap();
     let (status, body) = outcome(&second);
-    assert_eq!((status, body["outcome"].as_str(), body["task_id"].as_str()), (200, Some("coalesced"), Some(task_id.as_str())));
+    assert_eq!(
+        (status, body["outcome"].as_str(), body["task_id"].as_str()),
+        (200, Some("coalesced"), Some(task_id.as_str()))
+    );
 
     let duplicate = runtime.invoke(event("d-2", &payload(c2), SECRET, true)).await.unwrap();
     // GitHub refuses the 👀 (the comment is gone): logged, and the delivery still succeeds.
