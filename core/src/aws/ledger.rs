@@ -23,11 +23,16 @@
 //! re-reads and retries with jittered backoff ([`APPLY_ATTEMPTS`], [`TRANSITION_ATTEMPTS`]), then
 //! gives [`LedgerError::Contention`]. Same choices as SQLite where the contract is open
 //! (coalescing into the oldest queued task, deferred permission wins, retract semantics).
+//! Within one process, writers of one thread (apply) or one task (transition) also take an
+//! in-process async lock first: a worker process holds many tasks, and losing races against
+//! itself only burns requests. It is an optimization; across processes the conditions decide.
+//! (It also keeps the moto emulator honest: moto restores whole-table snapshots when a
+//! transaction fails, which is not isolated under concurrency, unlike DynamoDB.)
 //! Known limit: a task item holds all its triggers, so DynamoDB's 400 KB item cap bounds how many
 //! large comments can coalesce into one task.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -55,6 +60,9 @@ pub const APPLY_ATTEMPTS: usize = 24;
 /// How often `transition` re-reads and retries after losing a conditional write.
 pub const TRANSITION_ATTEMPTS: usize = 6;
 
+/// Above this many idle in-process locks, the idle ones are dropped.
+const MAX_IDLE_LOCKS: usize = 4096;
+
 const UNFINISHED: [TaskState; 3] = [TaskState::Queued, TaskState::Dispatched, TaskState::Running];
 
 /// The DynamoDB ledger. Cheap to clone (the SDK client is shared).
@@ -63,6 +71,8 @@ pub struct DynamoLedger {
     client: Client,
     table: String,
     clock: Arc<dyn Clock>,
+    /// In-process serialization per thread key / task id (see the module docs).
+    locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// The thread partition, read consistently.
@@ -106,7 +116,19 @@ impl DynamoLedger {
 
     /// A ledger over an existing client.
     pub fn from_client(client: Client, table: impl Into<String>, clock: Arc<dyn Clock>) -> DynamoLedger {
-        DynamoLedger { client, table: table.into(), clock }
+        DynamoLedger { client, table: table.into(), clock, locks: Arc::default() }
+    }
+
+    /// The in-process lock for `key`, created on first use.
+    fn lock_for(&self, key: String) -> Arc<tokio::sync::Mutex<()>> {
+        let Ok(mut locks) = self.locks.lock() else {
+            // A poisoned map only loses the optimization: the conditional writes still decide.
+            return Arc::default();
+        };
+        if locks.len() > MAX_IDLE_LOCKS {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        Arc::clone(locks.entry(key).or_default())
     }
 
     /// The table name.
@@ -462,6 +484,11 @@ impl Ledger for DynamoLedger {
     }
 
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
+        let lock = thread_of(effect).map(|k| self.lock_for(format!("thread:{k}")));
+        let _guard = match &lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
         let now = self.clock.now();
         for attempt in 0..APPLY_ATTEMPTS {
             // Cheap short-circuit for redeliveries; the conditional put below is the real guard.
@@ -495,6 +522,8 @@ impl Ledger for DynamoLedger {
     }
 
     async fn transition(&self, id: &TaskId, transition: &Transition) -> Result<Task, LedgerError> {
+        let lock = self.lock_for(format!("task:{id}"));
+        let _guard = lock.lock().await;
         let now = self.clock.now();
         for attempt in 0..TRANSITION_ATTEMPTS {
             let task = self.load_task(id).await?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
