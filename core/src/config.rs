@@ -369,6 +369,66 @@ impl Settings {
     }
 }
 
+/// What the AWS backend and the Lambda functions read besides [`Settings`] (DESIGN §7 names).
+/// Secrets given by ARN are fetched by the binary once per cold start; values win over ARNs.
+#[derive(Debug, Clone, Default)]
+pub struct AwsSettings {
+    /// `BECKON_TABLE_NAME`.
+    pub table_name: Option<String>,
+    /// `BECKON_QUEUE_URL`.
+    pub queue_url: Option<String>,
+    /// `BECKON_GITHUB_WEBHOOK_SECRET_ARN`.
+    pub github_webhook_secret_arn: Option<String>,
+    /// `BECKON_LINEAR_WEBHOOK_SECRET_ARN`.
+    pub linear_webhook_secret_arn: Option<String>,
+    /// `BECKON_GITHUB_API_URL`.
+    pub github_api_url: Option<String>,
+    /// `BECKON_GITHUB_APP_ID`.
+    pub github_app_id: Option<String>,
+    /// `BECKON_GITHUB_APP_PRIVATE_KEY_ARN`.
+    pub github_app_private_key_arn: Option<String>,
+    /// `BECKON_GITHUB_TOKEN`.
+    pub github_token: Option<SecretString>,
+    /// `BECKON_LINEAR_API_URL`.
+    pub linear_api_url: Option<String>,
+    /// `BECKON_LINEAR_OAUTH_TOKEN_ARN`.
+    pub linear_oauth_token_arn: Option<String>,
+    /// `BECKON_LINEAR_OAUTH_TOKEN`.
+    pub linear_oauth_token: Option<SecretString>,
+}
+
+impl AwsSettings {
+    /// Reads the AWS names from `lookup` (the environment); empty values count as unset.
+    pub fn load(lookup: impl Fn(&str) -> Option<String>) -> AwsSettings {
+        let get = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        AwsSettings {
+            table_name: get(vars::TABLE_NAME),
+            queue_url: get(vars::QUEUE_URL),
+            github_webhook_secret_arn: get(vars::GITHUB_WEBHOOK_SECRET_ARN),
+            linear_webhook_secret_arn: get(vars::LINEAR_WEBHOOK_SECRET_ARN),
+            github_api_url: get(vars::GITHUB_API_URL),
+            github_app_id: get(vars::GITHUB_APP_ID),
+            github_app_private_key_arn: get(vars::GITHUB_APP_PRIVATE_KEY_ARN),
+            github_token: get(vars::GITHUB_TOKEN).map(SecretString::from),
+            linear_api_url: get(vars::LINEAR_API_URL),
+            linear_oauth_token_arn: get(vars::LINEAR_OAUTH_TOKEN_ARN),
+            linear_oauth_token: get(vars::LINEAR_OAUTH_TOKEN).map(SecretString::from),
+        }
+    }
+
+    /// The table and queue of the AWS backend.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the missing variable.
+    pub fn backend(&self) -> Result<(&str, &str), ConfigError> {
+        let table =
+            self.table_name.as_deref().ok_or_else(|| invalid(vars::TABLE_NAME, "required with the aws backend"))?;
+        let queue =
+            self.queue_url.as_deref().ok_or_else(|| invalid(vars::QUEUE_URL, "required with the aws backend"))?;
+        Ok((table, queue))
+    }
+}
+
 fn invalid(name: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { name, reason: reason.into() }
 }

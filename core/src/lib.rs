@@ -12,6 +12,7 @@
 //! | [`task`] | tasks, thread keys and the pure task state machine |
 //! | [`ledger`], [`queue`] | the ports (traits) for durable state and for handing task ids to workers |
 //! | `sqlite` | the embedded ledger and queue (feature `sqlite`) |
+//! | `aws` | the DynamoDB ledger and SQS FIFO queue, and what `beckon aws init` creates (feature `aws`) |
 //! | `conformance` | the port conformance suite every backend runs (feature `conformance`) |
 //! | [`tracker`] | the tracker port and its GitHub and Linear clients (features `github`, `linear`): every reply, reaction and token |
 //! | [`clock`] | injected time |
@@ -35,6 +36,9 @@ pub mod verify;
 
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+
+#[cfg(feature = "aws")]
+pub mod aws;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -11,11 +11,15 @@
 //! | [`activities`] | Codex events → Linear agent-session activities |
 //! | [`setup`] | builds a worker from settings |
 //! | [`operator`] | `beckon tasks …`, `beckon deliveries …` |
+//! | [`backend`] | which ledger an operator command reads (SQLite or DynamoDB) |
+//! | [`aws_init`] | `beckon aws init`: the table and queues, for development and tests |
 //! | [`logging`] | the process's one tracing subscriber |
 //!
 //! `main.rs` only parses the command line and calls into these.
 
 pub mod activities;
+pub mod aws_init;
+pub mod backend;
 pub mod codex;
 pub mod events;
 pub mod execenv;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use std::sync::Arc;
 
-use beckon::{logging, operator, serve, setup};
+use beckon::{aws_init, logging, operator, serve, setup};
 use beckon_core::clock::{Clock, SystemClock};
 use beckon_core::config::Backend;
 use beckon_core::config::{vars, Settings};
@@ -40,6 +40,11 @@ enum Command {
         #[command(subcommand)]
         command: operator::DeliveriesCommand,
     },
+    /// The AWS mode: `beckon aws init` creates the table and queues when missing.
+    Aws {
+        #[command(subcommand)]
+        command: aws_init::AwsCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             Command::Worker => worker_main(settings, base_env).await,
             Command::Tasks { command } => operator::tasks(&settings, command).await,
             Command::Deliveries { command } => operator::deliveries(&settings, command).await,
+            Command::Aws { command } => aws_init::run(command).await,
         }
     })
 }

@@ -61,7 +61,10 @@ pub enum DeliveriesCommand {
     },
 }
 
-fn open_ledger(settings: &Settings) -> anyhow::Result<Arc<dyn Ledger>> {
+async fn open_ledger(settings: &Settings) -> anyhow::Result<Arc<dyn Ledger>> {
+    if let Some(ledger) = crate::backend::aws_ledger(settings).await? {
+        return Ok(ledger);
+    }
     let path = settings.sqlite_path();
     if !path.exists() {
         bail!("no Beckon data at {} (run `beckon serve` first, or set BECKON_DATA_DIR)", path.display());
@@ -73,7 +76,7 @@ fn open_ledger(settings: &Settings) -> anyhow::Result<Arc<dyn Ledger>> {
 
 /// Runs a `beckon tasks` command.
 pub async fn tasks(settings: &Settings, command: TasksCommand) -> anyhow::Result<()> {
-    let ledger = open_ledger(settings)?;
+    let ledger = open_ledger(settings).await?;
     match command {
         TasksCommand::List { json, state, limit } => {
             let states = match state {
@@ -112,7 +115,7 @@ pub async fn tasks(settings: &Settings, command: TasksCommand) -> anyhow::Result
 
 /// Runs a `beckon deliveries` command.
 pub async fn deliveries(settings: &Settings, command: DeliveriesCommand) -> anyhow::Result<()> {
-    let ledger = open_ledger(settings)?;
+    let ledger = open_ledger(settings).await?;
     match command {
         DeliveriesCommand::List { json, limit } => {
             let records = ledger.deliveries(limit).await?;

@@ -118,11 +118,19 @@ pub const CASES: &[(&str, Case)] = &[
 /// ```text
 /// async fn sqlite_backend(clock: Arc<ManualClock>) -> Backend { /* fresh database */ }
 /// beckon_core::conformance_tests!(sqlite_backend);
+/// // A backend that needs infrastructure: every case is #[ignore = "…"] (run with --include-ignored).
+/// beckon_core::conformance_tests!(aws_backend, ignore = "needs moto: run scripts/test");
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:path) => {
-        $crate::__conformance_tests! { $make;
+        $crate::conformance_tests!(@cases $make; []);
+    };
+    ($make:path, ignore = $why:literal) => {
+        $crate::conformance_tests!(@cases $make; [#[ignore = $why]]);
+    };
+    (@cases $make:path; [$($attr:tt)*]) => {
+        $crate::__conformance_tests! { $make; [$($attr)*];
             ledger: delivery_dedupe, ignored_delivery_is_recorded, delivery_is_forgotten_after_ttl,
                 first_trigger_enqueues, trigger_coalesces_into_queued_task,
                 trigger_while_running_queues_one_follow_up, threads_are_independent, claim_takes_a_lease,
@@ -142,24 +150,28 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($make:path; ledger: $($l:ident),+; queue: $($q:ident),+) => {
+    ($make:path; $attrs:tt; ledger: $($l:ident),+; queue: $($q:ident),+) => {
         mod ledger_conformance {
             use super::*;
             $(
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $l() {
-                    let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::conformance::START));
-                    $crate::conformance::ledger::$l($make(clock).await).await;
+                $crate::__with_attrs! { $attrs
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $l() {
+                        let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::conformance::START));
+                        $crate::conformance::ledger::$l($make(clock).await).await;
+                    }
                 }
             )+
         }
         mod queue_conformance {
             use super::*;
             $(
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $q() {
-                    let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::conformance::START));
-                    $crate::conformance::queue::$q($make(clock).await).await;
+                $crate::__with_attrs! { $attrs
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $q() {
+                        let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::conformance::START));
+                        $crate::conformance::queue::$q($make(clock).await).await;
+                    }
                 }
             )+
         }
@@ -169,5 +181,15 @@ macro_rules! __conformance_tests {
             let listed: ::std::vec::Vec<&str> = $crate::conformance::CASES.iter().map(|(name, _)| *name).collect();
             assert_eq!(generated, listed.as_slice());
         }
+    };
+}
+
+/// Emits an item with extra attributes (`[#[ignore = "…"]]`) in front: a macro helper, because
+/// a repetition inside the per-case repetition cannot be expanded directly.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_attrs {
+    ([$($attr:tt)*] $($item:tt)*) => {
+        $($attr)* $($item)*
     };
 }

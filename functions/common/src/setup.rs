@@ -1,0 +1,164 @@
+//! Cold start: everything a function builds once and lends to every invocation. Configuration is
+//! read here only (DESIGN §7 names through `beckon_core::config`), the SDK config from the standard
+//! AWS chain (`AWS_REGION`, `AWS_ENDPOINT_URL`, the execution role), webhook secrets and tracker
+//! credentials from the environment or, when a `*_ARN` is set, from Secrets Manager (once; the
+//! fetched secret is the current one, an env value stays accepted as the previous one).
+//! Every failure is a [`SetupError`], which becomes the Lambda `Diagnostic` in one place.
+
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, SdkConfig};
+use beckon_core::aws::{DynamoLedger, SqsQueue};
+use beckon_core::clock::{Clock, SystemClock};
+use beckon_core::config::{AwsSettings, ConfigError, Settings};
+use beckon_core::event::Tracker;
+use beckon_core::ingest::{Ingest, IngestConfig, LINEAR_REPLAY_WINDOW};
+use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubConfig};
+use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
+use beckon_core::tracker::TrackerError;
+use lambda_runtime::Diagnostic;
+use secrecy::SecretString;
+
+use crate::ack::{Acknowledge, TrackerAck};
+
+/// GitHub's public API, when `BECKON_GITHUB_API_URL` is unset.
+const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
+/// Linear's GraphQL endpoint, when `BECKON_LINEAR_API_URL` is unset.
+const DEFAULT_LINEAR_API_URL: &str = "https://api.linear.app/graphql";
+
+/// What one warm function holds.
+#[derive(Debug)]
+pub struct App {
+    /// The tracker this function serves.
+    pub tracker: Tracker,
+    /// Ingest over DynamoDB and SQS.
+    pub ingest: Ingest,
+    /// The edge acknowledgement.
+    pub ack: Box<dyn Acknowledge>,
+}
+
+/// A cold start that cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A variable is missing or malformed.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A secret could not be fetched from Secrets Manager.
+    #[error("secret {arn}: {detail}")]
+    Secret {
+        /// Which secret.
+        arn: String,
+        /// Why.
+        detail: String,
+    },
+    /// A tracker client could not be built (a bad App key).
+    #[error("tracker client: {0}")]
+    Tracker(#[from] TrackerError),
+}
+
+/// The one mapping from a failed cold start to what Lambda reports.
+impl From<SetupError> for Diagnostic {
+    fn from(e: SetupError) -> Diagnostic {
+        let kind = match &e {
+            SetupError::Config(_) => "Beckon.Config",
+            SetupError::Secret { .. } => "Beckon.Secret",
+            SetupError::Tracker(_) => "Beckon.Tracker",
+        };
+        Diagnostic { error_type: kind.to_owned(), error_message: e.to_string() }
+    }
+}
+
+/// Installs the tracing subscriber Lambda expects (`AWS_LAMBDA_LOG_LEVEL`, `AWS_LAMBDA_LOG_FORMAT`).
+pub fn init_tracing() {
+    lambda_runtime::tracing::init_default_subscriber();
+}
+
+impl App {
+    /// Builds the function for `tracker` from the process environment.
+    ///
+    /// # Errors
+    /// [`SetupError`] naming the variable, secret or client that is wrong.
+    pub async fn from_env(tracker: Tracker) -> Result<App, SetupError> {
+        let lookup = |k: &str| std::env::var(k).ok();
+        let settings = Settings::load(lookup, None)?;
+        let aws = AwsSettings::load(lookup);
+        let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+        App::new(tracker, settings, &aws, &sdk).await
+    }
+
+    /// Builds the function from parsed settings and an SDK config.
+    ///
+    /// # Errors
+    /// As [`App::from_env`].
+    pub async fn new(
+        tracker: Tracker,
+        mut settings: Settings,
+        aws: &AwsSettings,
+        sdk: &SdkConfig,
+    ) -> Result<App, SetupError> {
+        let (table, queue_url) = aws.backend()?;
+        let secrets = Secrets(aws_sdk_secretsmanager::Client::new(sdk));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut ack = TrackerAck::default();
+        match tracker {
+            Tracker::Github => {
+                if let Some(arn) = &aws.github_webhook_secret_arn {
+                    settings.github_secrets.insert(0, secrets.fetch(arn).await?);
+                    settings.github_secrets.truncate(2);
+                }
+                let auth = match (&aws.github_app_id, &aws.github_app_private_key_arn, &aws.github_token) {
+                    (Some(app_id), Some(arn), _) => {
+                        Some(GithubAuth::App(GithubApp::from_pem(app_id.clone(), &secrets.fetch(arn).await?)?))
+                    }
+                    (_, _, Some(token)) => Some(GithubAuth::Token(token.clone())),
+                    (None, _, None) | (Some(_), None, None) => None,
+                };
+                if let Some(auth) = auth {
+                    let url = aws.github_api_url.as_deref().unwrap_or(DEFAULT_GITHUB_API_URL);
+                    ack.github = Some(GithubClient::new(GithubConfig::new(url), auth, clock.clone())?);
+                }
+            }
+            Tracker::Linear => {
+                if let Some(arn) = &aws.linear_webhook_secret_arn {
+                    settings.linear_secrets.insert(0, secrets.fetch(arn).await?);
+                    settings.linear_secrets.truncate(2);
+                }
+                let token = match (&aws.linear_oauth_token, &aws.linear_oauth_token_arn) {
+                    (Some(token), _) => Some(token.clone()),
+                    (None, Some(arn)) => Some(secrets.fetch(arn).await?),
+                    (None, None) => None,
+                };
+                if let Some(token) = token {
+                    let url = aws.linear_api_url.as_deref().unwrap_or(DEFAULT_LINEAR_API_URL);
+                    ack.linear =
+                        Some(LinearClient::new(LinearConfig::new(url), LinearAuth::OAuth(token), clock.clone())?);
+                }
+            }
+        }
+        let config = IngestConfig {
+            github_secrets: settings.github_secrets,
+            linear_secrets: settings.linear_secrets,
+            rules: settings.rules,
+            max_body_bytes: settings.max_body_bytes,
+            linear_replay_window: LINEAR_REPLAY_WINDOW,
+        };
+        let ledger = Arc::new(DynamoLedger::new(sdk, table, clock.clone()));
+        let queue = Arc::new(SqsQueue::new(sdk, queue_url));
+        Ok(App { tracker, ingest: Ingest::new(config, ledger, queue, clock), ack: Box::new(ack) })
+    }
+}
+
+/// Secrets Manager, asked once per secret per cold start.
+struct Secrets(aws_sdk_secretsmanager::Client);
+
+impl Secrets {
+    async fn fetch(&self, arn: &str) -> Result<SecretString, SetupError> {
+        let out = self.0.get_secret_value().secret_id(arn).send().await.map_err(|e| SetupError::Secret {
+            arn: arn.to_owned(),
+            detail: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),
+        })?;
+        out.secret_string
+            .map(SecretString::from)
+            .ok_or_else(|| SetupError::Secret { arn: arn.to_owned(), detail: "no SecretString".to_owned() })
+    }
+}
