@@ -10,9 +10,11 @@ use anyhow::Context;
 use std::sync::Arc;
 
 use beckon::{aws_init, logging, operator, serve, setup};
+use beckon_core::aws::secrets::Secrets;
+use beckon_core::aws::{DynamoLedger, SqsQueue};
 use beckon_core::clock::{Clock, SystemClock};
-use beckon_core::config::Backend;
 use beckon_core::config::{vars, Settings};
+use beckon_core::config::{AwsSettings, Backend};
 use clap::{Parser, Subcommand};
 
 /// Summon a coding agent from the tracker you already use.
@@ -78,19 +80,31 @@ fn load_settings() -> anyhow::Result<Settings> {
 }
 
 /// `beckon worker`: the worker alone, over the configured backend, until SIGINT/SIGTERM.
-async fn worker_main(settings: Settings, base_env: Vec<(String, String)>) -> anyhow::Result<()> {
+async fn worker_main(mut settings: Settings, base_env: Vec<(String, String)>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (ledger, queue) = match settings.backend {
-        Some(Backend::Sqlite) => {
-            let path = settings.sqlite_path();
-            let (l, q) = beckon_core::sqlite::open(&path, Arc::clone(&clock))
-                .with_context(|| format!("while opening {}", path.display()))?;
-            (Arc::new(l) as Arc<dyn beckon_core::ledger::Ledger>, Arc::new(q) as Arc<dyn beckon_core::queue::Queue>)
-        }
-        Some(Backend::Aws) | None => {
-            anyhow::bail!("`beckon worker` on DynamoDB/SQS is not built yet; set BECKON_BACKEND=sqlite to run it on the embedded store")
-        }
-    };
+    let (ledger, queue): (Arc<dyn beckon_core::ledger::Ledger>, Arc<dyn beckon_core::queue::Queue>) =
+        match settings.backend {
+            Some(Backend::Sqlite) => {
+                let path = settings.sqlite_path();
+                let (l, q) = beckon_core::sqlite::open(&path, Arc::clone(&clock))
+                    .with_context(|| format!("while opening {}", path.display()))?;
+                (Arc::new(l), Arc::new(q))
+            }
+            // The worker's default: DynamoDB + SQS through the standard AWS chain.
+            Some(Backend::Aws) | None => {
+                let aws = AwsSettings::load(|k| std::env::var(k).ok());
+                let (table, queue_url) = aws.backend().context("while reading the AWS backend settings")?;
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let secrets = Secrets::new(&sdk);
+                if let (None, Some(arn)) = (&settings.worker.github_app_private_key, &aws.github_app_private_key_arn) {
+                    settings.worker.github_app_private_key = Some(secrets.fetch(arn).await?);
+                }
+                if let (None, Some(arn)) = (&settings.worker.linear_oauth_token, &aws.linear_oauth_token_arn) {
+                    settings.worker.linear_oauth_token = Some(secrets.fetch(arn).await?);
+                }
+                (Arc::new(DynamoLedger::new(&sdk, table, Arc::clone(&clock))), Arc::new(SqsQueue::new(&sdk, queue_url)))
+            }
+        };
     let worker = match setup::build(&settings, base_env, ledger, queue, clock)? {
         Ok(worker) => Arc::new(worker),
         Err(why) => anyhow::bail!("cannot run a worker: {why:?} (set BECKON_CODEX_BIN and a tracker credential)"),

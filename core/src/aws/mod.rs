@@ -12,6 +12,7 @@ mod items;
 mod ledger;
 pub mod provision;
 mod queue;
+pub mod secrets;
 
 use std::fmt::Debug;
 

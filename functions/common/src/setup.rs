@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, SdkConfig};
+use beckon_core::aws::secrets::{SecretError, Secrets};
 use beckon_core::aws::{DynamoLedger, SqsQueue};
 use beckon_core::clock::{Clock, SystemClock};
 use beckon_core::config::{AwsSettings, ConfigError, Settings};
@@ -17,7 +18,6 @@ use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubCo
 use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
 use beckon_core::tracker::TrackerError;
 use lambda_runtime::Diagnostic;
-use secrecy::SecretString;
 
 use crate::ack::{Acknowledge, TrackerAck};
 
@@ -44,13 +44,8 @@ pub enum SetupError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// A secret could not be fetched from Secrets Manager.
-    #[error("secret {arn}: {detail}")]
-    Secret {
-        /// Which secret.
-        arn: String,
-        /// Why.
-        detail: String,
-    },
+    #[error(transparent)]
+    Secret(#[from] SecretError),
     /// A tracker client could not be built (a bad App key).
     #[error("tracker client: {0}")]
     Tracker(#[from] TrackerError),
@@ -61,7 +56,7 @@ impl From<SetupError> for Diagnostic {
     fn from(e: SetupError) -> Diagnostic {
         let kind = match &e {
             SetupError::Config(_) => "Beckon.Config",
-            SetupError::Secret { .. } => "Beckon.Secret",
+            SetupError::Secret(_) => "Beckon.Secret",
             SetupError::Tracker(_) => "Beckon.Tracker",
         };
         Diagnostic { error_type: kind.to_owned(), error_message: e.to_string() }
@@ -97,7 +92,7 @@ impl App {
         sdk: &SdkConfig,
     ) -> Result<App, SetupError> {
         let (table, queue_url) = aws.backend()?;
-        let secrets = Secrets(aws_sdk_secretsmanager::Client::new(sdk));
+        let secrets = Secrets::new(sdk);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut ack = TrackerAck::default();
         match tracker {
@@ -145,20 +140,5 @@ impl App {
         let ledger = Arc::new(DynamoLedger::new(sdk, table, clock.clone()));
         let queue = Arc::new(SqsQueue::new(sdk, queue_url));
         Ok(App { tracker, ingest: Ingest::new(config, ledger, queue, clock), ack: Box::new(ack) })
-    }
-}
-
-/// Secrets Manager, asked once per secret per cold start.
-struct Secrets(aws_sdk_secretsmanager::Client);
-
-impl Secrets {
-    async fn fetch(&self, arn: &str) -> Result<SecretString, SetupError> {
-        let out = self.0.get_secret_value().secret_id(arn).send().await.map_err(|e| SetupError::Secret {
-            arn: arn.to_owned(),
-            detail: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),
-        })?;
-        out.secret_string
-            .map(SecretString::from)
-            .ok_or_else(|| SetupError::Secret { arn: arn.to_owned(), detail: "no SecretString".to_owned() })
     }
 }
