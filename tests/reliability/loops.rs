@@ -33,9 +33,10 @@ async fn beckons_own_comments_never_trigger() {
     assert!(b.tasks().is_empty());
 }
 
-/// A second "instance" forwards every reply Beckon posts back as a new signed webhook from an
-/// allow-listed bot; the scripted model echoes the prompt, so every reply mentions `@agent`.
-/// The ping-pong stops after `BECKON_MAX_RUNS_PER_HOUR` runs, with `ignored:run_budget`.
+/// The agent mentions `@agent` in its own reply (through `comment_reply`), and a second
+/// "instance" (an allow-listed bot whose agent always mentions `@agent` back) forwards every reply
+/// Beckon posts as a new signed webhook. The ping-pong stops after `BECKON_MAX_RUNS_PER_HOUR`
+/// runs, with `ignored:run_budget`; Beckon's own reply delivered back as is never triggers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN"]
 async fn an_agent_echoed_back_by_another_instance_stops_at_the_run_budget() {
@@ -47,7 +48,8 @@ async fn an_agent_echoed_back_by_another_instance_stops_at_the_run_budget() {
     ])
     .await;
     let c = client();
-    github(&c, &w.beckon.base, "issue_comment", "loop-0", &comment("@agent say @agent back to me", 2101)).await;
+    let first = r#"@agent say it back [[call:comment_reply:{"body":"@agent please continue"}]]"#;
+    github(&c, &w.beckon.base, "issue_comment", "loop-0", &comment(first, 2101)).await;
     let mut forwarded = HashSet::new();
     let mut quiet_since = Instant::now();
     let deadline = Instant::now() + TURN_TIMEOUT * 3;
@@ -58,8 +60,8 @@ async fn an_agent_echoed_back_by_another_instance_stops_at_the_run_budget() {
             if reply.login != "beckon[bot]" || !forwarded.insert(reply.id) {
                 continue;
             }
-            assert!(reply.body.contains("@agent"), "the echo must mention the agent: {}", reply.body);
-            let mut echo = comment(&reply.body, 3000 + reply.id);
+            let body = if reply.body.contains("@agent") { reply.body.clone() } else { format!("@agent {}", reply.body) };
+            let mut echo = comment(&body, 3000 + reply.id);
             echo["comment"]["user"]["login"] = json!("other-beckon[bot]");
             echo["comment"]["user"]["type"] = json!("Bot");
             let r = github(&c, &w.beckon.base, "issue_comment", &format!("echo-{}", reply.id), &echo).await;
