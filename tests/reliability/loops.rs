@@ -60,7 +60,8 @@ async fn an_agent_echoed_back_by_another_instance_stops_at_the_run_budget() {
             if reply.login != "beckon[bot]" || !forwarded.insert(reply.id) {
                 continue;
             }
-            let body = if reply.body.contains("@agent") { reply.body.clone() } else { format!("@agent {}", reply.body) };
+            let body =
+                if reply.body.contains("@agent") { reply.body.clone() } else { format!("@agent {}", reply.body) };
             let mut echo = comment(&body, 3000 + reply.id);
             echo["comment"]["user"]["login"] = json!("other-beckon[bot]");
             echo["comment"]["user"]["type"] = json!("Bot");
