@@ -155,6 +155,11 @@ impl Beckon {
         serde_json::from_str(&self.cli(&["deliveries", "list", "--json", "--limit", "1000"])).expect("deliveries json")
     }
 
+    /// The process id of the running `beckon serve`.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().expect("log lock").clone()
