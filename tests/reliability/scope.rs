@@ -47,7 +47,9 @@ async fn tools_stay_in_scope_the_task_token_is_narrowed_and_revoked_and_no_secre
     .await;
     let c = client();
     let asks = [
-        (5001, "@agent what do you see [[shell:env; git config -l; ls -la ~ .git; cat .git/config]]"),
+        // Exit 0, so Codex reports the command as an item and its whole output lands in the
+        // transcript (a failing command can look like a sandbox denial and produce no item).
+        (5001, "@agent what do you see [[shell:env; git config -l; ls -la ~ .git; cat .git/config; true]]"),
         (5002, r#"@agent reply elsewhere [[call:comment_reply:{"body":"x","issue":2}]]"#),
         (5003, r#"@agent push to main [[call:pull_request_open:{"title":"t","body":"b","head":"main"}]]"#),
     ];
