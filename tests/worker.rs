@@ -158,14 +158,17 @@ fn replies(w: &World) -> Vec<String> {
 async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     let w = world(&[]).await;
     let body = "@agent please fix the readme [[shell:echo fixed >> README.md && git commit -qam fix && cat README.md]]";
-    let r = github(&client(), &w.beckon.base, "issue_comment", "e2e-1", &comment(body, 501)).await;
+    let trigger = w.github.add_comment(1, body, "Codertocat");
+    let r = github(&client(), &w.beckon.base, "issue_comment", "e2e-1", &comment(body, trigger)).await;
     assert_eq!(r.body["outcome"], "enqueued");
+    // Acknowledged at the edge, inside the webhook's own request: 👀 on the trigger comment.
+    assert_eq!(w.github.reactions(), vec![(trigger, "eyes".to_owned())]);
     let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to finish", finished);
     let task = &tasks[0];
     assert_eq!(task["state"], "completed", "{task:#}\nlogs:\n{}", w.beckon.logs().join("\n"));
 
     // One reply: the agent's final message (it ran the command, which committed inside the sandbox).
-    let posted = replies(&w);
+    let posted: Vec<String> = replies(&w).into_iter().filter(|b| b != body).collect();
     assert_eq!(posted.len(), 1, "{posted:#?}");
     assert!(posted[0].contains("done (exit 0): Hello World") && posted[0].contains("fixed"), "{}", posted[0]);
     assert!(posted[0].contains(&format!("beckon:task={}", task["id"].as_str().unwrap())), "idempotency marker");
@@ -206,7 +209,7 @@ async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     assert_eq!((pulls[0].head.as_str(), pulls[0].base.as_str()), ("beckon/issue-1", "main"));
     assert_eq!(pulls[0].title, "Fix the readme");
     assert!(pulls[0].body.contains("Requested in #1"));
-    let posted = replies(&w);
+    let posted: Vec<String> = replies(&w).into_iter().filter(|b| b != body).collect();
     assert_eq!(posted.len(), 2, "{posted:#?}");
     assert!(posted[1].contains("Opened pull request #100"), "{}", posted[1]);
     drop(w.dir);

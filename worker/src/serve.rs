@@ -59,6 +59,10 @@ pub async fn main(settings: Settings, base_env: Vec<(String, String)>) -> anyhow
         Arc::clone(&queue),
         Arc::clone(&clock),
     );
+    let ingest = match setup::acknowledger(&settings, Arc::clone(&clock))? {
+        Some(ack) => ingest.with_ack(Arc::new(ack)),
+        None => ingest,
+    };
     for tracker in [Tracker::Github, Tracker::Linear] {
         let path = format!("/webhooks/{tracker}");
         if ingest.enabled(tracker) {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use beckon_core::clock::Clock;
 use beckon_core::config::Settings;
+use beckon_core::ingest::ack::TrackerAck;
 use beckon_core::ledger::Ledger;
 use beckon_core::queue::Queue;
 use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubConfig};
@@ -85,6 +86,19 @@ pub fn build(
         execenv,
     };
     Ok(Ok(Worker::new(config, ledger, queue, clock, trackers)))
+}
+
+/// The edge acknowledger for `beckon serve` (👀 on GitHub comments, a first thought in Linear
+/// agent sessions), over the same credentials as the worker; `None` without any.
+///
+/// # Errors
+/// A credential that is set but unusable.
+pub fn acknowledger(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Option<TrackerAck>> {
+    let t = trackers(settings, clock)?;
+    if t.github.is_none() && t.linear.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(TrackerAck { github: t.github.map(|g| (*g).clone()), linear: t.linear.map(|l| (*l).clone()) }))
 }
 
 fn trackers(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Trackers> {

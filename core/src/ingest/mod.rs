@@ -13,6 +13,7 @@
 //!   anyway. A successful send is marked on the task (`enqueued_at`) so the sweeper skips it.
 //! - The HTTP mapping (status, short code) lives in [`Outcome::status`] and [`Outcome::code`] only.
 
+pub mod ack;
 pub mod decode;
 pub mod github;
 pub mod linear;
@@ -33,6 +34,7 @@ use crate::task::{TaskId, Transition};
 use crate::trigger::{self, Rules};
 use crate::verify::{self, VerifyError};
 
+use self::ack::{Ack, Acknowledge};
 use self::decode::DecodeError;
 
 /// Linear's recommended replay window for `webhookTimestamp`.
@@ -87,6 +89,7 @@ pub struct Ingest {
     ledger: Arc<dyn Ledger>,
     queue: Arc<dyn Queue>,
     clock: Arc<dyn Clock>,
+    ack: Option<Arc<dyn Acknowledge>>,
 }
 
 /// Why a request was refused. Nothing was recorded.
@@ -194,7 +197,14 @@ impl Outcome {
 impl Ingest {
     /// Ingest over the given ledger, queue and clock.
     pub fn new(config: IngestConfig, ledger: Arc<dyn Ledger>, queue: Arc<dyn Queue>, clock: Arc<dyn Clock>) -> Self {
-        Ingest { config, ledger, queue, clock }
+        Ingest { config, ledger, queue, clock, ack: None }
+    }
+
+    /// Acknowledges recorded requests for work through `ack` (see [`ack`]).
+    #[must_use]
+    pub fn with_ack(mut self, ack: Arc<dyn Acknowledge>) -> Self {
+        self.ack = Some(ack);
+        self
     }
 
     /// The configuration.
@@ -219,7 +229,16 @@ impl Ingest {
     pub async fn handle(&self, req: WebhookRequest) -> Outcome {
         let span = delivery_span(req.tracker, &req.headers);
         let outcome = match self.verify_and_decode(&req) {
-            Ok(event) => self.record(event).instrument(span.clone()).await,
+            Ok(event) => {
+                let target = ack::ack_for(&event);
+                let outcome = self.record(event).instrument(span.clone()).await;
+                if let (Outcome::Accepted { reason, .. }, Some(target), Some(acker)) = (&outcome, target, &self.ack) {
+                    if reason.is_work() {
+                        acknowledge(&**acker, &target).instrument(span.clone()).await;
+                    }
+                }
+                outcome
+            }
             Err(rejection) => Outcome::Rejected(rejection),
         };
         span.in_scope(|| log_outcome(&outcome));
@@ -313,6 +332,15 @@ impl Ingest {
             Applied::Cancelled(ids) => Outcome::Accepted { reason, task_id: ids.into_iter().next() },
             Applied::Recorded | Applied::NothingToCancel => Outcome::Accepted { reason, task_id: None },
         }
+    }
+}
+
+/// Acknowledges, bounded by [`ack::ACK_TIMEOUT`]; a failure is logged and changes nothing.
+async fn acknowledge(acker: &dyn Acknowledge, target: &Ack) {
+    match tokio::time::timeout(ack::ACK_TIMEOUT, acker.acknowledge(target)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "acknowledgement failed; the delivery is recorded regardless"),
+        Err(_) => warn!(timeout = ?ack::ACK_TIMEOUT, "acknowledgement timed out; the delivery is recorded regardless"),
     }
 }
 

@@ -2,11 +2,10 @@
 //!
 //! [`setup`] does everything once per cold start (tracing, config, SDK clients, secrets from env or
 //! Secrets Manager, the edge acknowledger); [`handler`] turns one function-URL event into one
-//! `core::ingest` call and its HTTP response; [`ack`] is the 👀 / first-thought port. Errors in
+//! `core::ingest` call (which also acknowledges: 👀 / a first thought) and its HTTP response. Errors in
 //! setup become a Lambda `Diagnostic` in one place ([`setup::SetupError`]); every expected
 //! outcome of a delivery (bad signature, duplicate, ignored) is an HTTP response, never `Err`.
 
-pub mod ack;
 pub mod handler;
 pub mod setup;
 

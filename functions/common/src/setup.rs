@@ -19,7 +19,7 @@ use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
 use beckon_core::tracker::TrackerError;
 use lambda_runtime::Diagnostic;
 
-use crate::ack::{Acknowledge, TrackerAck};
+use beckon_core::ingest::ack::TrackerAck;
 
 /// GitHub's public API, when `BECKON_GITHUB_API_URL` is unset.
 const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
@@ -33,8 +33,6 @@ pub struct App {
     pub tracker: Tracker,
     /// Ingest over DynamoDB and SQS.
     pub ingest: Ingest,
-    /// The edge acknowledgement.
-    pub ack: Box<dyn Acknowledge>,
 }
 
 /// A cold start that cannot serve.
@@ -139,6 +137,7 @@ impl App {
         };
         let ledger = Arc::new(DynamoLedger::new(sdk, table, clock.clone()));
         let queue = Arc::new(SqsQueue::new(sdk, queue_url));
-        Ok(App { tracker, ingest: Ingest::new(config, ledger, queue, clock), ack: Box::new(ack) })
+        let ingest = Ingest::new(config, ledger, queue, clock).with_ack(Arc::new(ack));
+        Ok(App { tracker, ingest })
     }
 }
