@@ -373,3 +373,125 @@ async fn on_a_pull_request_the_agent_works_on_and_pushes_its_head_branch() {
         w.github.requests_to("GET", "/pulls/2").into_iter().filter(|r| r.path.ends_with("/pulls/2")).count();
     assert_eq!(head_lookups, 1, "asked GitHub for the head branch");
 }
+
+/// `beckon worker` on DynamoDB + SQS (moto): the ingest function records and enqueues a signed
+/// delivery on the AWS backend, the worker process claims it there, runs Codex, answers once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the moto emulator and the codex binary: run scripts/test"]
+async fn beckon_worker_runs_tasks_from_dynamodb_and_sqs() {
+    use beckon_core::aws::{DynamoLedger, SqsQueue};
+    use beckon_core::clock::SystemClock;
+    use beckon_core::config::Settings;
+    use beckon_core::ingest::{Headers, Ingest, IngestConfig, WebhookRequest, LINEAR_REPLAY_WINDOW};
+    use beckon_core::ledger::{Ledger, TaskFilter};
+    use secrecy::SecretString;
+    use std::sync::Arc;
+
+    let endpoint = std::env::var("BECKON_TEST_AWS_ENDPOINT").expect("needs moto: run scripts/test");
+    let codex = std::env::var("BECKON_TEST_CODEX_BIN").expect(NEEDS);
+    let dir = tempfile::tempdir().unwrap();
+    let remotes = remote(dir.path());
+    let (_mock, port) = mock_model(dir.path());
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
+    let codex_config = dir.path().join("codex.toml");
+    std::fs::write(
+        &codex_config,
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
+             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
+            catalog.display()
+        ),
+    )
+    .unwrap();
+    let gh = GithubDouble::start(Some(TOKEN)).await;
+    let name = format!("beckon-e2e-{}", std::process::id());
+    let aws_env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("PATH", &std::env::var("PATH").unwrap()),
+    ];
+    let bin = env!("CARGO_BIN_EXE_beckon");
+    let init = Command::new(bin)
+        .args(["aws", "init", "--table", &name, "--queue", &name])
+        .env_clear()
+        .envs(aws_env)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let stdout = String::from_utf8_lossy(&init.stdout).to_string();
+    let queue_url = stdout.lines().find_map(|l| l.strip_prefix("BECKON_QUEUE_URL=")).unwrap().to_owned();
+
+    // Record and enqueue a signed delivery through the ingest function, on the AWS backend.
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .test_credentials()
+        .load()
+        .await;
+    let clock = Arc::new(SystemClock);
+    let ledger: Arc<dyn Ledger> = Arc::new(DynamoLedger::new(&sdk, name.clone(), clock.clone()));
+    let queue = Arc::new(SqsQueue::new(&sdk, queue_url.clone()));
+    let settings = Settings::load(|_| None, None).unwrap();
+    let ingest = Ingest::new(
+        IngestConfig {
+            github_secrets: vec![SecretString::from(support::GITHUB_SECRET)],
+            linear_secrets: vec![],
+            rules: settings.rules,
+            max_body_bytes: 1 << 20,
+            linear_replay_window: LINEAR_REPLAY_WINDOW,
+        },
+        ledger.clone(),
+        queue,
+        clock,
+    );
+    let body = serde_json::to_vec(&comment("@agent run it [[shell:echo from-aws]]", 991)).unwrap();
+    let headers = Headers::new([
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("x-github-event".to_owned(), "issue_comment".to_owned()),
+        ("x-github-delivery".to_owned(), format!("aws-{name}")),
+        ("x-hub-signature-256".to_owned(), support::github_signature(support::GITHUB_SECRET, &body)),
+    ]);
+    let outcome = ingest.handle(WebhookRequest { tracker: beckon_core::event::Tracker::Github, headers, body }).await;
+    assert_eq!(outcome.code(), "enqueued");
+
+    // The worker process, on its default backend (aws).
+    let data = dir.path().join("data");
+    let base_url = format!("file://{}/", remotes.display());
+    let mut worker = Command::new(bin)
+        .arg("worker")
+        .env_clear()
+        .envs(aws_env)
+        .envs([
+            ("BECKON_TABLE_NAME", name.as_str()),
+            ("BECKON_QUEUE_URL", queue_url.as_str()),
+            ("BECKON_DATA_DIR", data.to_str().unwrap()),
+            ("BECKON_CODEX_BIN", codex.as_str()),
+            ("BECKON_CODEX_CONFIG", codex_config.to_str().unwrap()),
+            ("BECKON_GIT_BASE_URL", base_url.as_str()),
+            ("BECKON_GITHUB_API_URL", gh.base.as_str()),
+            ("BECKON_GITHUB_TOKEN", TOKEN),
+            ("BECKON_LOG_FORMAT", "json"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + TURN_TIMEOUT;
+    let task = loop {
+        let tasks = ledger.tasks(&TaskFilter::default()).await.unwrap();
+        if let Some(t) = tasks.iter().find(|t| t.state.is_terminal()) {
+            break t.clone();
+        }
+        assert!(Instant::now() < deadline, "the worker did not finish the task: {tasks:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let _ = Command::new("kill").args(["-TERM", &worker.id().to_string()]).status();
+    let _ = worker.wait();
+    assert_eq!(task.state, beckon_core::task::TaskState::Completed, "{task:#?}");
+    let posted: Vec<String> = gh.comments().into_iter().filter(|c| c.number == 1).map(|c| c.body).collect();
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert!(posted[0].contains("from-aws"), "{}", posted[0]);
+    assert!(!ledger.transcript(&task.id).await.unwrap().is_empty());
+}
