@@ -29,7 +29,8 @@ pub fn run(budget: Duration) -> anyhow::Result<Vec<(Size, usize, Duration)>> {
             for p in &of_size {
                 verify::github(&secrets, &p.body, Some(&p.signature)).context("a bench payload failed verification")?;
                 let json = github::payload_bytes(Some("application/json"), &p.body)?;
-                let event = github::decode("issue_comment", "floor", &json).context("a bench payload failed to decode")?;
+                let event =
+                    github::decode("issue_comment", "floor", &json).context("a bench payload failed to decode")?;
                 black_box(event);
                 iterations += 1;
             }

@@ -22,7 +22,7 @@ use beckon_core::{sqlite, trigger};
 use secrecy::SecretString;
 
 use crate::payloads;
-use crate::stats::{quantile, ms};
+use crate::stats::{ms, quantile};
 
 /// One scale point's figures.
 pub struct Point {
@@ -49,7 +49,8 @@ pub async fn run(dir: &Path, tasks: u64, samples: u64) -> anyhow::Result<Point> 
     let started = Instant::now();
     for n in 1..=tasks {
         let body = serde_json::to_vec(&payloads::comment("@agent please fix the toast", "OWNER", n, n)?)?;
-        let event = github::decode("issue_comment", &format!("fill-{n}"), &body).context("while decoding a fill delivery")?;
+        let event =
+            github::decode("issue_comment", &format!("fill-{n}"), &body).context("while decoding a fill delivery")?;
         let now = clock.now();
         let thread = trigger::thread_of(&event, &rules.handle);
         let snapshot = match &thread {
@@ -94,7 +95,11 @@ pub async fn run(dir: &Path, tasks: u64, samples: u64) -> anyhow::Result<Point> 
         let t = Instant::now();
         let outcome = ingest.handle(WebhookRequest { tracker: Tracker::Github, headers, body: body.clone() }).await;
         handle.push(t.elapsed());
-        anyhow::ensure!(matches!(outcome, Outcome::Accepted { .. }), "a measured delivery was not accepted: {}", outcome.code());
+        anyhow::ensure!(
+            matches!(outcome, Outcome::Accepted { .. }),
+            "a measured delivery was not accepted: {}",
+            outcome.code()
+        );
 
         // A thread snapshot of an old thread, somewhere in the filled range.
         let old = 1 + (i * 7919) % tasks.max(1);

@@ -94,7 +94,9 @@ pub fn set(issues: u64) -> anyhow::Result<Vec<Payload>> {
             for kind in [Kind::TriggerOwner, Kind::NoMention, Kind::TriggerContributor, Kind::NoMention] {
                 comment_id += 1;
                 let (text, association) = match kind {
-                    Kind::TriggerOwner => ("@agent the toast is missing when TOKEN_EXPIRED comes back, please fix", "OWNER"),
+                    Kind::TriggerOwner => {
+                        ("@agent the toast is missing when TOKEN_EXPIRED comes back, please fix", "OWNER")
+                    }
                     Kind::TriggerContributor => ("@agent could you look at the expired-token toast?", "CONTRIBUTOR"),
                     Kind::NoMention => ("Same here: no toast after `@agent` sessions expire. +1", "MEMBER"),
                 };

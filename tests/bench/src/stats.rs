@@ -23,7 +23,8 @@ pub fn ms(d: Duration) -> String {
 
 /// The process's own user + system CPU time (children excluded), from `/proc/<pid>/stat`.
 pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("while reading /proc/{pid}/stat"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("while reading /proc/{pid}/stat"))?;
     // The command name (field 2) may hold spaces; fields after its closing parenthesis are plain.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -45,7 +46,8 @@ fn clock_ticks() -> f64 {
 
 /// Peak resident set size (`VmHWM`) in MiB.
 pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("while reading /proc/{pid}/status"))?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("while reading /proc/{pid}/status"))?;
     let kb: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))

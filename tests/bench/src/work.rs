@@ -254,6 +254,8 @@ fn timestamp(v: &Value) -> Option<SystemTime> {
 /// `task finished`.
 pub struct Latency {
     pub stages: Vec<(&'static str, Vec<Duration>)>,
+    /// Per task, each stage's delay from the request (None when its log line was missing).
+    pub per_task: Vec<Vec<Option<Duration>>>,
     pub first_tracker_request: Vec<Duration>,
     pub first_tracker_path: String,
     pub finished: Vec<Duration>,
@@ -269,6 +271,7 @@ pub async fn latency(beckon: &Path, codex: &Path, tasks: usize) -> anyhow::Resul
     let mut first_tracker_request = Vec::new();
     let mut first_tracker_path = String::new();
     let mut finished = Vec::new();
+    let mut per_task = Vec::new();
     for k in 0..tasks {
         let from = world.log_len();
         let sent_wall = SystemTime::now();
@@ -280,11 +283,13 @@ pub async fn latency(beckon: &Path, codex: &Path, tasks: usize) -> anyhow::Resul
             let line = log.iter().find(|v| v["message"] == message)?;
             timestamp(line)?.duration_since(sent_wall).ok()
         };
+        let mut this = Vec::new();
         for ((_, message), (_, samples)) in STAGES.iter().zip(stages.iter_mut()) {
-            if let Some(d) = at(message) {
-                samples.push(d);
-            }
+            let d = at(message);
+            samples.extend(d);
+            this.push(d);
         }
+        per_task.push(this);
         if let Some(d) = at("task finished") {
             finished.push(d);
         }
@@ -293,7 +298,7 @@ pub async fn latency(beckon: &Path, codex: &Path, tasks: usize) -> anyhow::Resul
             first_tracker_path = format!("{} {}", first.method, first.path);
         }
     }
-    Ok(Latency { stages, first_tracker_request, first_tracker_path, finished })
+    Ok(Latency { stages, per_task, first_tracker_request, first_tracker_path, finished })
 }
 
 impl Latency {
@@ -301,19 +306,39 @@ impl Latency {
     pub fn rows(&self) -> Vec<String> {
         let mut out = Vec::new();
         let row = |name: &str, s: &[Duration]| {
-            format!("| comment → {name} | p50 {} / p99 {} (n={}) |", ms(quantile(s, 0.5)), ms(quantile(s, 0.99)), s.len())
+            format!(
+                "| comment → {name} | p50 {} / p99 {} (n={}) |",
+                ms(quantile(s, 0.5)),
+                ms(quantile(s, 0.99)),
+                s.len()
+            )
         };
         for (name, samples) in &self.stages {
             out.push(row(name, samples));
         }
         out.push(format!(
-            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}); this is the final reply: the 👀 acknowledgement is not built yet |",
+            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}): part of posting the final reply after the turn; no acknowledgement is sent yet (the 👀 reaction is being built) |",
             self.first_tracker_path,
             ms(quantile(&self.first_tracker_request, 0.5)),
             ms(quantile(&self.first_tracker_request, 0.99)),
             self.first_tracker_request.len()
         ));
         out.push(row("task finished (scripted one-message turn)", &self.finished));
+        // Where the time goes: each step's own duration (this stage minus the previous), per task.
+        let mut steps = Vec::new();
+        for (i, (name, _)) in STAGES.iter().enumerate() {
+            let own: Vec<Duration> = self
+                .per_task
+                .iter()
+                .filter_map(|t| {
+                    let this = (*t.get(i)?)?;
+                    let before = if i == 0 { Some(Duration::ZERO) } else { *t.get(i - 1)? };
+                    Some(this.saturating_sub(before?))
+                })
+                .collect();
+            steps.push(format!("{name} {}", ms(quantile(&own, 0.5))));
+        }
+        out.push(format!("| where the time goes (p50 of each step) | {} |", steps.join("; ")));
         out
     }
 }
