@@ -32,6 +32,8 @@ use github_double::GithubDouble;
 const TOKEN: &str = "ghp_bench_token_not_a_real_one_77aa";
 /// How long one task may take before the run is abandoned.
 const TASK_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `beckon serve` may take to stop after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long `beckon serve` may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -238,6 +240,20 @@ impl World {
                 bail!("{done}/{count} tasks finished within {timeout:?}; last log lines:\n{}", tail.join("\n"));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for World {
+    /// Stops `beckon serve` with SIGTERM first, so it hands running tasks back and its Codex
+    /// children exit with it; the field's own drop SIGKILLs it if it is still there.
+    fn drop(&mut self) {
+        let pid = self.beckon.0.id().to_string();
+        if Command::new("kill").args(["-TERM", &pid]).status().is_ok_and(|s| s.success()) {
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            while Instant::now() < deadline && matches!(self.beckon.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 }
