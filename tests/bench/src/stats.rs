@@ -33,6 +33,18 @@ pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(ticks as f64 / clock_ticks()))
 }
 
+/// CPU time of the process's children that it has waited for (`cutime + cstime`): for `beckon
+/// serve`, the Codex processes of finished tasks.
+pub fn children_cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("while reading /proc/{pid}/stat"))?;
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // cutime and cstime are fields 16 and 17 of the whole line, 14 and 15 after the name.
+    let ticks: u64 = [13, 14].iter().map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
+    Ok(Duration::from_secs_f64(ticks as f64 / clock_ticks()))
+}
+
 /// `sysconf(_SC_CLK_TCK)`: 100 on every Linux this runs on; `getconf` confirms when present.
 fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")

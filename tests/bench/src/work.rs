@@ -21,7 +21,7 @@ use anyhow::{bail, Context};
 use serde_json::Value;
 
 use crate::payloads;
-use crate::stats::{cpu_time, ms, peak_rss_mib, quantile};
+use crate::stats::{children_cpu_time, cpu_time, ms, peak_rss_mib, quantile};
 
 #[path = "../../../core/tests/support/github_double.rs"]
 #[allow(dead_code)]
@@ -365,6 +365,8 @@ pub struct Scale {
     pub tasks: usize,
     pub per_minute: f64,
     pub cpu_per_task: Duration,
+    /// Codex's CPU per task (the reaped children of `beckon serve`).
+    pub codex_cpu_per_task: Duration,
     pub rss_mib: f64,
 }
 
@@ -377,6 +379,7 @@ pub async fn scale(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<
     let tasks = 2 * slots;
     let from = world.log_len();
     let cpu_before = cpu_time(world.pid())?;
+    let children_before = children_cpu_time(world.pid())?;
     let started = Instant::now();
     for k in 0..tasks {
         world.comment(1000 + k as u64).await?;
@@ -384,11 +387,15 @@ pub async fn scale(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<
     world.wait_finished(from, tasks, TASK_TIMEOUT * 4).await?;
     let elapsed = started.elapsed();
     let cpu = cpu_time(world.pid())?.saturating_sub(cpu_before);
+    // Codex children of the last tasks may still be exiting; give them a moment to be reaped.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let children = children_cpu_time(world.pid())?.saturating_sub(children_before);
     Ok(Scale {
         slots,
         tasks,
         per_minute: tasks as f64 / elapsed.as_secs_f64() * 60.0,
         cpu_per_task: cpu / u32::try_from(tasks).unwrap_or(1),
+        codex_cpu_per_task: children / u32::try_from(tasks).unwrap_or(1),
         rss_mib: peak_rss_mib(world.pid())?,
     })
 }
@@ -396,11 +403,12 @@ pub async fn scale(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<
 impl Scale {
     pub fn row(&self) -> String {
         format!(
-            "| worker, {} slots ({} tasks at once) | {:.0} tasks/min; beckon CPU {} per task (Codex excluded); beckon peak RSS {:.1} MiB |",
+            "| worker, {} slots ({} tasks at once) | {:.0} tasks/min; beckon CPU {} per task (Codex excluded); Codex CPU {} per task; beckon peak RSS {:.1} MiB |",
             self.slots,
             self.tasks,
             self.per_minute,
             ms(self.cpu_per_task),
+            ms(self.codex_cpu_per_task),
             self.rss_mib
         )
     }
