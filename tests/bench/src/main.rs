@@ -1,0 +1,120 @@
+//! `beckon-bench`: the Rust half of Beckon's benchmarks (issue 8), driven by `tests/bench/run`,
+//! which also runs the load generator (`wrk`) and the Node.js peer. Every subcommand prints
+//! Markdown table rows (`| what | figures |`) on stdout; nothing here asserts a timing.
+
+mod floor;
+mod ledger_scale;
+mod payloads;
+mod stats;
+mod work;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Beckon's benchmarks; run them all with tests/bench/run")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Writes the signed delivery set as a Lua table for wrk (`tests/bench/wrk/ingest.lua`).
+    Payloads {
+        /// Where to write the Lua chunk.
+        #[arg(long)]
+        lua: PathBuf,
+        /// Distinct issue numbers (threads) the bodies spread over.
+        #[arg(long, default_value_t = 16)]
+        issues: u64,
+    },
+    /// HMAC-SHA256 + JSON decode in a tight loop, per payload size.
+    Floor {
+        /// Time per size.
+        #[arg(long, default_value_t = 1000)]
+        millis: u64,
+        /// Also write the mean over the sizes (the HTTP mix), in microseconds, to this file.
+        #[arg(long)]
+        mix_out: Option<PathBuf>,
+    },
+    /// Ledger operations after pre-filling 10^n tasks.
+    Ledger {
+        /// Task counts to pre-fill, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
+        tasks: Vec<u64>,
+        /// Measured calls per point.
+        #[arg(long, default_value_t = 300)]
+        samples: u64,
+        /// Where the ledgers go (one subdirectory per point).
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Comment to work: the stages from webhook to `turn/start`, one task at a time.
+    Work {
+        #[arg(long)]
+        beckon: PathBuf,
+        #[arg(long)]
+        codex: PathBuf,
+        #[arg(long, default_value_t = 50)]
+        tasks: usize,
+    },
+    /// Worker scale: tasks per minute, CPU per task and RSS at these slot counts.
+    Scale {
+        #[arg(long)]
+        beckon: PathBuf,
+        #[arg(long)]
+        codex: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "8,32")]
+        slots: Vec<usize>,
+    },
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Cmd::Payloads { lua, issues } => {
+            let set = payloads::set(issues)?;
+            std::fs::write(&lua, payloads::lua(&set)?).with_context(|| format!("while writing {}", lua.display()))?;
+            for size in payloads::Size::ALL {
+                let lens: Vec<usize> = set.iter().filter(|p| p.size == size).map(|p| p.body.len()).collect();
+                let mean = lens.iter().sum::<usize>() / lens.len().max(1);
+                eprintln!("payloads: {} bodies of ~{mean} bytes ({})", lens.len(), size.name());
+            }
+        }
+        Cmd::Floor { millis, mix_out } => {
+            let sizes = floor::run(Duration::from_millis(millis))?;
+            let mut sum = Duration::ZERO;
+            for (size, len, per) in &sizes {
+                sum += *per;
+                println!("| floor: verify + decode, {} ({len} B) | {:.1} µs |", size.name(), per.as_secs_f64() * 1e6);
+            }
+            let mix = sum / u32::try_from(sizes.len().max(1)).unwrap_or(1);
+            println!("| floor: the HTTP mix (equal thirds) | {:.1} µs |", mix.as_secs_f64() * 1e6);
+            if let Some(path) = mix_out {
+                std::fs::write(&path, format!("{:.3}\n", mix.as_secs_f64() * 1e6))
+                    .with_context(|| format!("while writing {}", path.display()))?;
+            }
+        }
+        Cmd::Ledger { tasks, samples, dir } => {
+            for n in tasks {
+                let point = ledger_scale::run(&dir.join(n.to_string()), n, samples).await?;
+                println!("{}", point.row());
+            }
+        }
+        Cmd::Work { beckon, codex, tasks } => {
+            for row in work::latency(&beckon, &codex, tasks).await?.rows() {
+                println!("{row}");
+            }
+        }
+        Cmd::Scale { beckon, codex, slots } => {
+            for s in slots {
+                println!("{}", work::scale(&beckon, &codex, s).await?.row());
+            }
+        }
+    }
+    Ok(())
+}
