@@ -24,7 +24,6 @@ use crate::payloads;
 use crate::stats::{children_cpu_time, cpu_time, ms, peak_rss_mib, quantile};
 
 #[path = "../../../core/tests/support/github_double.rs"]
-#[allow(dead_code)]
 mod github_double;
 
 use github_double::GithubDouble;
