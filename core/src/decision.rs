@@ -126,11 +126,14 @@ pub enum IgnoreReason {
     AgentSession,
     /// An empty mention (`@agent` with nothing else) on a thread with nothing to do.
     EmptyRequest,
+    /// The comment already asked for a task of this thread (the same comment delivered again
+    /// under another delivery id, e.g. by a second webhook): it starts nothing new.
+    KnownComment,
 }
 
 impl IgnoreReason {
     /// Every reason, for exhaustive tests and operator docs.
-    pub const ALL: [IgnoreReason; 12] = [
+    pub const ALL: [IgnoreReason; 13] = [
         IgnoreReason::Unrouted,
         IgnoreReason::OwnComment,
         IgnoreReason::Bot,
@@ -143,6 +146,7 @@ impl IgnoreReason {
         IgnoreReason::NoIssue,
         IgnoreReason::AgentSession,
         IgnoreReason::EmptyRequest,
+        IgnoreReason::KnownComment,
     ];
 
     /// The code after `ignored:`.
@@ -160,6 +164,7 @@ impl IgnoreReason {
             IgnoreReason::NoIssue => "no_issue",
             IgnoreReason::AgentSession => "agent_session",
             IgnoreReason::EmptyRequest => "empty_request",
+            IgnoreReason::KnownComment => "known_comment",
         }
     }
 }

@@ -8,6 +8,9 @@
 //! - **One active task per thread**: at most one task per thread key is `dispatched`/`running`,
 //!   and at most one is `queued`. A trigger coalesces into the queued task if there is one,
 //!   otherwise creates it (a follow-up, when one is running).
+//! - **One task per triggering comment**: a trigger whose comment id already asked for a task of
+//!   the thread, in any state, creates nothing ([`Applied::KnownComment`]), whatever its delivery
+//!   id (two webhooks on one repository deliver the same comment under two ids).
 //! - **Conditional transitions**: [`Ledger::transition`] reads the task, runs the pure
 //!   [`Task::apply`], and writes only if the task's `version` is unchanged; lost races are retried
 //!   internally, rule violations come back as [`LedgerError::Transition`].
@@ -93,6 +96,9 @@ pub enum Applied {
     Enqueued(Task),
     /// The trigger joined this still-queued task (already on the queue).
     Coalesced(Task),
+    /// The trigger's comment already asked for this task, which is no longer queued: nothing new
+    /// is created (one task per triggering comment, whatever the delivery id).
+    KnownComment(TaskId),
     /// These tasks were cancelled or asked to stop.
     Cancelled(Vec<TaskId>),
     /// The retraction or stop found nothing unfinished to act on.
@@ -110,6 +116,7 @@ impl Applied {
             Applied::Enqueued(_) => ReasonCode::Enqueued,
             Applied::Coalesced(_) => ReasonCode::Coalesced,
             Applied::Cancelled(_) => ReasonCode::Cancelled,
+            Applied::KnownComment(_) => ReasonCode::Ignored(IgnoreReason::KnownComment),
             Applied::NothingToCancel => ReasonCode::Ignored(IgnoreReason::NothingToCancel),
             Applied::Duplicate | Applied::Recorded => rules_reason,
         }

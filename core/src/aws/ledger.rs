@@ -331,6 +331,22 @@ impl DynamoLedger {
     }
 
     fn plan_trigger(&self, view: &ThreadView, nt: &NewTrigger, now: Millis) -> Result<Plan, LedgerError> {
+        // One task per triggering comment: a comment that already asked for a task no longer
+        // queued starts nothing. A concurrent create bumps the thread version, so a racing apply
+        // retries with a view that holds it.
+        if let Some(comment) = &nt.trigger.comment_id {
+            let holder = view.tasks.iter().find(|t| {
+                t.state != TaskState::Queued && t.triggers.iter().any(|tr| tr.comment_id.as_ref() == Some(comment))
+            });
+            if let Some(task) = holder {
+                let writes = vec![self.update_thread(&nt.thread_key, Some(view.tv), None)?];
+                return Ok(Plan {
+                    applied: Applied::KnownComment(task.id.clone()),
+                    task_id: Some(task.id.clone()),
+                    writes,
+                });
+            }
+        }
         let mut writes = Vec::new();
         let assigned = nt.marks_assigned.then_some(true);
         let applied = match view.in_states(&[TaskState::Queued]).next() {
@@ -371,6 +387,7 @@ impl DynamoLedger {
         }
         let task_id = match &applied {
             Applied::Coalesced(t) | Applied::Enqueued(t) => Some(t.id.clone()),
+            Applied::KnownComment(id) => Some(id.clone()),
             Applied::Duplicate | Applied::Recorded | Applied::Cancelled(_) | Applied::NothingToCancel => None,
         };
         Ok(Plan { applied, task_id, writes })

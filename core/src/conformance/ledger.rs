@@ -80,6 +80,7 @@ async fn enqueue(b: &Backend, issue: u64, comment_id: &str) -> Task {
         | Applied::Recorded
         | Applied::Coalesced(_)
         | Applied::Cancelled(_)
+        | Applied::KnownComment(_)
         | Applied::NothingToCancel) => panic!("expected Enqueued for {comment_id}, got {other:?}"),
     }
 }
@@ -91,6 +92,7 @@ async fn coalesce(b: &Backend, issue: u64, comment_id: &str) -> Task {
         | Applied::Recorded
         | Applied::Enqueued(_)
         | Applied::Cancelled(_)
+        | Applied::KnownComment(_)
         | Applied::NothingToCancel) => panic!("expected Coalesced for {comment_id}, got {other:?}"),
     }
 }
@@ -482,9 +484,11 @@ pub async fn concurrent_triggers_coalesce(b: Backend) {
         match join.await.expect("apply task") {
             Applied::Enqueued(_) => enqueued += 1,
             Applied::Coalesced(_) => {}
-            other @ (Applied::Duplicate | Applied::Recorded | Applied::Cancelled(_) | Applied::NothingToCancel) => {
-                panic!("unexpected {other:?}")
-            }
+            other @ (Applied::Duplicate
+            | Applied::Recorded
+            | Applied::Cancelled(_)
+            | Applied::KnownComment(_)
+            | Applied::NothingToCancel) => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(enqueued, 1, "exactly one task created");
@@ -536,9 +540,11 @@ pub async fn concurrent_duplicate_deliveries(b: Backend) {
                 originals += 1;
                 assert_eq!(t.comment_ids(), ["c1"]);
             }
-            other @ (Applied::Recorded | Applied::Coalesced(_) | Applied::Cancelled(_) | Applied::NothingToCancel) => {
-                panic!("unexpected {other:?}")
-            }
+            other @ (Applied::Recorded
+            | Applied::Coalesced(_)
+            | Applied::Cancelled(_)
+            | Applied::KnownComment(_)
+            | Applied::NothingToCancel) => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(originals, 1);
@@ -627,4 +633,34 @@ pub async fn stranded_lists_unenqueued_queued_tasks(b: Backend) {
     assert_eq!(ids(b.ledger.stranded(b.clock.now(), 1).await.expect("stranded")).len(), 1);
     step(&b, &old.id, Transition::Enqueued).await;
     assert!(b.ledger.stranded(cutoff, 10).await.expect("stranded").is_empty());
+}
+
+/// One task per triggering comment: the same comment under a new delivery id, once its task was
+/// claimed (or finished), starts nothing; while the task is queued it adds nothing.
+pub async fn a_known_comment_never_starts_a_second_task(b: Backend) {
+    let task = enqueue(&b, 1, "c1").await;
+    let apply = |delivery_id: &'static str| {
+        let effect = Effect::Trigger(new_trigger(&b, 1, delivery_id, "c1"));
+        let ledger = b.ledger.clone();
+        async move { ledger.apply(&delivery(delivery_id, 1, ReasonCode::Enqueued), &effect).await.expect("apply") }
+    };
+    // Queued: the same comment joins nothing new.
+    let queued = apply("d-second-hook").await;
+    assert!(matches!(&queued, Applied::Coalesced(t) if t.id == task.id && t.comment_ids() == ["c1"]), "{queued:?}");
+    // Claimed, then finished: the same comment is known, under any delivery id.
+    let running = run(&b, &task.id).await;
+    assert_eq!(apply("d-third-hook").await, Applied::KnownComment(task.id.clone()));
+    complete(&b, &running).await;
+    b.clock.advance(TICK);
+    assert_eq!(apply("d-fourth-hook").await, Applied::KnownComment(task.id.clone()));
+    let tasks = b.ledger.tasks(&TaskFilter::default()).await.expect("list");
+    assert_eq!(tasks.len(), 1, "still one task: {tasks:#?}");
+    let recorded = b.ledger.delivery("d-fourth-hook").await.expect("read").expect("recorded");
+    assert_eq!(
+        (recorded.reason, recorded.task_id),
+        (ReasonCode::Ignored(IgnoreReason::KnownComment), Some(task.id.clone()))
+    );
+    // Another comment on the thread still starts a follow-up.
+    b.clock.advance(TICK);
+    enqueue(&b, 1, "c2").await;
 }
