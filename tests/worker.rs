@@ -161,7 +161,11 @@ async fn a_mention_runs_codex_in_a_sandboxed_worktree_and_answers_once() {
     let trigger = w.github.add_comment(1, body, "Codertocat");
     let r = github(&client(), &w.beckon.base, "issue_comment", "e2e-1", &comment(body, trigger)).await;
     assert_eq!(r.body["outcome"], "enqueued");
-    // Acknowledged at the edge, inside the webhook's own request: 👀 on the trigger comment.
+    // Acknowledged at the edge, right after the answer: 👀 on the trigger comment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.github.reactions().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(w.github.reactions(), vec![(trigger, "eyes".to_owned())]);
     let tasks = w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to finish", finished);
     let task = &tasks[0];

@@ -52,6 +52,9 @@ fn github_request(delivery: &str, body: &str) -> WebhookRequest {
         serde_json::from_str(include_str!("../../tests/fixtures/github/issue_comment.created.json")).expect("fixture");
     let mut payload = payload;
     payload["comment"]["body"] = json!(body);
+    // One comment per delivery id (a redelivery keeps both): the ledger keeps one task per comment.
+    let comment_id = delivery.bytes().fold(1_000_u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    payload["comment"]["id"] = json!(comment_id);
     let bytes = serde_json::to_vec(&payload).unwrap();
     let headers = Headers::new([
         ("Content-Type".to_owned(), "application/json".to_owned()),

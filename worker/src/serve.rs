@@ -21,7 +21,9 @@ use axum::{Json, Router};
 use beckon_core::clock::{Clock, SystemClock};
 use beckon_core::config::{Backend, Settings};
 use beckon_core::event::Tracker;
-use beckon_core::ingest::{Headers, Ingest, IngestConfig, Outcome, Rejection, WebhookRequest, LINEAR_REPLAY_WINDOW};
+use beckon_core::ingest::{
+    AckMode, Headers, Ingest, IngestConfig, Outcome, Rejection, WebhookRequest, LINEAR_REPLAY_WINDOW,
+};
 use beckon_core::sqlite;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::net::TcpListener;
@@ -60,7 +62,8 @@ pub async fn main(settings: Settings, base_env: Vec<(String, String)>) -> anyhow
         Arc::clone(&clock),
     );
     let ingest = match setup::acknowledger(&settings, Arc::clone(&clock))? {
-        Some(ack) => ingest.with_ack(Arc::new(ack)),
+        // After the answer: GitHub's write pacing must never hold a webhook (see AckMode).
+        Some(ack) => ingest.with_ack(Arc::new(ack), AckMode::Background),
         None => ingest,
     };
     for tracker in [Tracker::Github, Tracker::Linear] {

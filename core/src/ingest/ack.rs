@@ -3,9 +3,10 @@
 //! requires within 10 s), inside the webhook's own request so it lands within a second.
 //!
 //! [`ack_for`] picks the target from the decoded event (pure); [`Acknowledge`] is the port;
-//! [`TrackerAck`] is the real one over the tracker clients. An acknowledgement is best effort:
-//! [`crate::ingest::Ingest`] bounds it by [`ACK_TIMEOUT`], logs a failure and answers the delivery
-//! regardless. It never writes to the ledger.
+//! [`TrackerAck`] is the real one over the tracker clients. An acknowledgement is best effort and
+//! bounded: inline before the answer on Lambda ([`ACK_TIMEOUT`]), after it in `beckon serve`
+//! ([`BACKGROUND_ACK_TIMEOUT`]); a failure is logged and the delivery is answered regardless. It
+//! never writes to the ledger.
 
 use std::time::Duration;
 
@@ -17,6 +18,10 @@ use crate::tracker::TrackerError;
 /// The longest an acknowledgement may hold the webhook's answer: Linear wants its 200 within
 /// 5 s, so this leaves room for the ledger write before it.
 pub const ACK_TIMEOUT: Duration = Duration::from_millis(2500);
+
+/// The longest a background acknowledgement (a long-running server) may wait, mostly for GitHub's
+/// one-write-per-second pacing during a burst of comments.
+pub const BACKGROUND_ACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The first thought Beckon posts in a Linear agent session.
 pub const FIRST_THOUGHT: &str = "On it: the task is queued and a worker will pick it up shortly.";

@@ -89,7 +89,19 @@ pub struct Ingest {
     ledger: Arc<dyn Ledger>,
     queue: Arc<dyn Queue>,
     clock: Arc<dyn Clock>,
-    ack: Option<Arc<dyn Acknowledge>>,
+    ack: Option<(Arc<dyn Acknowledge>, AckMode)>,
+}
+
+/// When the acknowledgement happens relative to the webhook's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// Before answering, bounded by [`ack::ACK_TIMEOUT`]: for Lambda, where nothing runs after
+    /// the handler returns.
+    Inline,
+    /// After answering, on a spawned task bounded by [`ack::BACKGROUND_ACK_TIMEOUT`]: for a
+    /// long-running server, so GitHub's one-write-per-second pacing never holds a webhook's answer
+    /// (a burst of comments is acknowledged one per second instead).
+    Background,
 }
 
 /// Why a request was refused. Nothing was recorded.
@@ -200,10 +212,10 @@ impl Ingest {
         Ingest { config, ledger, queue, clock, ack: None }
     }
 
-    /// Acknowledges recorded requests for work through `ack` (see [`ack`]).
+    /// Acknowledges recorded requests for work through `ack` (see [`ack`]), as `mode` says.
     #[must_use]
-    pub fn with_ack(mut self, ack: Arc<dyn Acknowledge>) -> Self {
-        self.ack = Some(ack);
+    pub fn with_ack(mut self, ack: Arc<dyn Acknowledge>, mode: AckMode) -> Self {
+        self.ack = Some((ack, mode));
         self
     }
 
@@ -232,9 +244,24 @@ impl Ingest {
             Ok(event) => {
                 let target = ack::ack_for(&event);
                 let outcome = self.record(event).instrument(span.clone()).await;
-                if let (Outcome::Accepted { reason, .. }, Some(target), Some(acker)) = (&outcome, target, &self.ack) {
+                if let (Outcome::Accepted { reason, .. }, Some(target), Some((acker, mode))) =
+                    (&outcome, target, &self.ack)
+                {
                     if reason.is_work() {
-                        acknowledge(&**acker, &target).instrument(span.clone()).await;
+                        match mode {
+                            AckMode::Inline => {
+                                acknowledge(&**acker, &target, ack::ACK_TIMEOUT).instrument(span.clone()).await;
+                            }
+                            // Best effort and bounded: not awaited by anyone, and nothing to clean up
+                            // if the process stops first.
+                            AckMode::Background => {
+                                let acker = Arc::clone(acker);
+                                let work = async move {
+                                    acknowledge(&*acker, &target, ack::BACKGROUND_ACK_TIMEOUT).await;
+                                };
+                                tokio::spawn(work.instrument(span.clone()));
+                            }
+                        }
                     }
                 }
                 outcome
@@ -336,12 +363,12 @@ impl Ingest {
     }
 }
 
-/// Acknowledges, bounded by [`ack::ACK_TIMEOUT`]; a failure is logged and changes nothing.
-async fn acknowledge(acker: &dyn Acknowledge, target: &Ack) {
-    match tokio::time::timeout(ack::ACK_TIMEOUT, acker.acknowledge(target)).await {
+/// Acknowledges within `limit`; a failure is logged and changes nothing.
+async fn acknowledge(acker: &dyn Acknowledge, target: &Ack, limit: Duration) {
+    match tokio::time::timeout(limit, acker.acknowledge(target)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => warn!(error = %e, "acknowledgement failed; the delivery is recorded regardless"),
-        Err(_) => warn!(timeout = ?ack::ACK_TIMEOUT, "acknowledgement timed out; the delivery is recorded regardless"),
+        Err(_) => warn!(timeout = ?limit, "acknowledgement timed out; the delivery is recorded regardless"),
     }
 }
 

@@ -13,7 +13,7 @@ use beckon_core::aws::{DynamoLedger, SqsQueue};
 use beckon_core::clock::{Clock, SystemClock};
 use beckon_core::config::{AwsSettings, ConfigError, Settings};
 use beckon_core::event::Tracker;
-use beckon_core::ingest::{Ingest, IngestConfig, LINEAR_REPLAY_WINDOW};
+use beckon_core::ingest::{AckMode, Ingest, IngestConfig, LINEAR_REPLAY_WINDOW};
 use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubConfig};
 use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
 use beckon_core::tracker::TrackerError;
@@ -137,7 +137,7 @@ impl App {
         };
         let ledger = Arc::new(DynamoLedger::new(sdk, table, clock.clone()));
         let queue = Arc::new(SqsQueue::new(sdk, queue_url));
-        let ingest = Ingest::new(config, ledger, queue, clock).with_ack(Arc::new(ack));
+        let ingest = Ingest::new(config, ledger, queue, clock).with_ack(Arc::new(ack), AckMode::Inline);
         Ok(App { tracker, ingest })
     }
 }
