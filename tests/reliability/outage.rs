@@ -312,7 +312,7 @@ impl Rig {
 /// Waits until the switch's trip fired and its outage is over.
 async fn tripped_and_over(s: &Switch, what: &str) {
     let deadline = Instant::now() + TURN_TIMEOUT;
-    while !(s.tripped() && !s.down.load(Ordering::SeqCst)) {
+    while !s.tripped() || s.down.load(Ordering::SeqCst) {
         assert!(Instant::now() < deadline, "{what} never happened");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
