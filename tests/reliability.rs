@@ -7,6 +7,9 @@
 //! - `bad_input`: property tests over decoders, signatures, the JSON-RPC reader and the prompt;
 //!   a corpus of bad requests;
 //! - `scope`: tool scope, task tokens narrowed and revoked, no secret anywhere the run wrote;
+//! - `aws`: the AWS path (DynamoDB + SQS on moto) with `beckon worker` SIGKILLed mid-turn,
+//!   duplicate deliveries and edits/deletes racing the claim;
+//! - `outage`: the ledger or the queue unavailable for a while under an in-process worker;
 //! - `load`: a burst of deliveries over many threads (`BECKON_LONG_TESTS=1` for the full size).
 //!
 //! Every scenario ends by checking the invariants ([`world::check_invariants`]).
@@ -19,6 +22,8 @@ mod support;
 #[path = "../core/tests/support/github_double.rs"]
 mod github_double;
 
+#[path = "reliability/aws.rs"]
+mod aws;
 #[path = "reliability/bad_input.rs"]
 mod bad_input;
 #[path = "reliability/faults.rs"]
@@ -27,6 +32,10 @@ mod faults;
 mod load;
 #[path = "reliability/loops.rs"]
 mod loops;
+#[path = "reliability/outage.rs"]
+mod outage;
+#[path = "reliability/ports.rs"]
+mod ports;
 #[path = "reliability/scope.rs"]
 mod scope;
 #[path = "reliability/world.rs"]

@@ -193,7 +193,7 @@ async fn a_codex_that_dies_at_once_or_hangs_at_the_handshake_fails_the_task_afte
     }
 }
 
-fn edited(comment_id: u64, body: &str, from: &str) -> Value {
+pub fn edited(comment_id: u64, body: &str, from: &str) -> Value {
     let mut p = fixture("github/issue_comment.edited.json");
     p["comment"]["id"] = json!(comment_id);
     p["comment"]["body"] = json!(body);
@@ -201,14 +201,14 @@ fn edited(comment_id: u64, body: &str, from: &str) -> Value {
     p
 }
 
-fn deleted(comment_id: u64, body: &str) -> Value {
+pub fn deleted(comment_id: u64, body: &str) -> Value {
     let mut p = fixture("github/issue_comment.deleted.json");
     p["comment"]["id"] = json!(comment_id);
     p["comment"]["body"] = json!(body);
     p
 }
 
-fn on_issue(mut p: Value, number: u64) -> Value {
+pub fn on_issue(mut p: Value, number: u64) -> Value {
     p["issue"]["number"] = json!(number);
     p
 }

@@ -48,7 +48,7 @@ pub fn git(dir: &Path, args: &[&str]) {
 }
 
 /// A bare "remote" at `<dir>/remotes/Codertocat/Hello-World.git` with one commit on `main`.
-fn remote(dir: &Path) -> PathBuf {
+pub fn remote(dir: &Path) -> PathBuf {
     let seed = dir.join("seed");
     std::fs::create_dir_all(&seed).unwrap();
     git(&seed, &["init", "-q", "-b", "main"]);
@@ -61,7 +61,7 @@ fn remote(dir: &Path) -> PathBuf {
     dir.join("remotes")
 }
 
-fn mock_model(dir: &Path) -> (KillOnDrop, u16) {
+pub fn mock_model(dir: &Path) -> (KillOnDrop, u16) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_responses.py");
     let port_file = dir.join("mock-port.txt");
     let child = Command::new("python3")
@@ -85,6 +85,23 @@ fn mock_model(dir: &Path) -> (KillOnDrop, u16) {
     }
 }
 
+/// The scripted model server and a Codex config file (in `dir`) that points Codex at it.
+pub fn model(dir: &Path) -> (KillOnDrop, PathBuf) {
+    let (mock, port) = mock_model(dir);
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
+    let codex_config = dir.join("codex.toml");
+    std::fs::write(
+        &codex_config,
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
+             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
+            catalog.display()
+        ),
+    )
+    .unwrap();
+    (mock, codex_config)
+}
+
 /// The world with the personal token; `extra` variables win over the defaults.
 pub async fn world(extra: &[(&str, &str)]) -> World {
     world_with(Some(TOKEN), extra).await
@@ -95,18 +112,7 @@ pub async fn world_with(personal_token: Option<&str>, extra: &[(&str, &str)]) ->
     let codex = std::env::var("BECKON_TEST_CODEX_BIN").expect(NEEDS);
     let dir = tempfile::tempdir().unwrap();
     let remotes = remote(dir.path());
-    let (mock, port) = mock_model(dir.path());
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
-    let codex_config = dir.path().join("codex.toml");
-    std::fs::write(
-        &codex_config,
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
-             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
-            catalog.display()
-        ),
-    )
-    .unwrap();
+    let (mock, codex_config) = model(dir.path());
     let github = GithubDouble::start(personal_token).await;
     let base_url = format!("file://{}/", remotes.display());
     let codex_config = codex_config.display().to_string();
