@@ -2,7 +2,9 @@
 //! which also runs the load generator (`wrk`) and the Node.js peer. Every subcommand prints
 //! Markdown table rows (`| what | figures |`) on stdout; nothing here asserts a timing.
 
+mod ack;
 mod floor;
+mod lambda;
 mod ledger_scale;
 mod payloads;
 mod stats;
@@ -62,6 +64,39 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         tasks: usize,
     },
+    /// Comment → 👀 acknowledgement: `beckon serve` (no worker) with a GitHub token, spaced and in a burst.
+    Ack {
+        #[arg(long)]
+        beckon: PathBuf,
+        /// Comments per run.
+        #[arg(long, default_value_t = 50)]
+        comments: usize,
+        /// Seconds between comments in the spaced run.
+        #[arg(long, default_value_t = 2)]
+        gap_secs: u64,
+    },
+    /// Lambda function cost: binary size, cold start and warm handler time, beside the Node.js peer.
+    Lambda {
+        /// The release `github-webhook` binary.
+        #[arg(long)]
+        function: PathBuf,
+        /// The Node.js peer (`tests/bench/peer/lambda.mjs`).
+        #[arg(long)]
+        node_script: PathBuf,
+        /// moto's endpoint, and the table and queue `beckon aws init` made there.
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long)]
+        table: String,
+        #[arg(long)]
+        queue_url: String,
+        /// Fresh processes per implementation.
+        #[arg(long, default_value_t = 15)]
+        cold: usize,
+        /// Warm invocations in one process.
+        #[arg(long, default_value_t = 200)]
+        warm: usize,
+    },
     /// Worker scale: tasks per minute, CPU per task and RSS at these slot counts.
     Scale {
         #[arg(long)]
@@ -107,6 +142,26 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Work { beckon, codex, tasks } => {
             for row in work::latency(&beckon, &codex, tasks).await?.rows() {
+                println!("{row}");
+            }
+        }
+        Cmd::Ack { beckon, comments, gap_secs } => {
+            for gap in [Duration::from_secs(gap_secs), Duration::ZERO] {
+                println!("{}", ack::run(&beckon, comments, gap).await?.row());
+            }
+        }
+        Cmd::Lambda { function, node_script, endpoint, table, queue_url, cold, warm } => {
+            let aws = lambda::Aws { endpoint, table, queue_url };
+            let rust = lambda::Target { name: "Rust (github-webhook)", program: function.clone(), args: Vec::new() };
+            let node_args = vec![node_script.to_str().context("non-UTF-8 script path")?.to_owned()];
+            let node = lambda::Target {
+                name: "Node.js (@octokit/webhooks + AWS SDK v3)",
+                program: PathBuf::from("node"),
+                args: node_args,
+            };
+            let r = lambda::measure(&rust, &aws, cold, warm, 1_000_000).await?;
+            let n = lambda::measure(&node, &aws, cold, warm, 2_000_000).await?;
+            for row in lambda::rows(&function, &r, &n)? {
                 println!("{row}");
             }
         }

@@ -24,7 +24,7 @@ use crate::payloads;
 use crate::stats::{children_cpu_time, cpu_time, ms, peak_rss_mib, quantile};
 
 #[path = "../../../core/tests/support/github_double.rs"]
-mod github_double;
+pub mod github_double;
 
 use github_double::GithubDouble;
 
@@ -58,7 +58,7 @@ impl Drop for KillOnDrop {
 /// A running world: the scripted model, the GitHub double and `beckon serve` with a worker.
 pub struct World {
     _dir: tempfile::TempDir,
-    _mock: KillOnDrop,
+    _mock: Option<KillOnDrop>,
     beckon: KillOnDrop,
     pub double: GithubDouble,
     base: String,
@@ -85,9 +85,45 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Starts the scripted model and writes a Codex config pointing at it.
+async fn start_model(dir: &Path) -> anyhow::Result<(KillOnDrop, PathBuf)> {
+    let port_file = dir.join("mock-port.txt");
+    let mock = Command::new("python3")
+        .arg(repo_root().join("tests/codex/mock_responses.py"))
+        .args(["--port", "0", "--port-file"])
+        .arg(&port_file)
+        .arg("--log")
+        .arg(dir.join("mock-requests.jsonl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("while starting the scripted model")?;
+    let mock = KillOnDrop(mock);
+    let deadline = Instant::now() + START_TIMEOUT;
+    let port: u16 = loop {
+        if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|t| t.trim().parse().ok()) {
+            break p;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the scripted model did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let catalog = repo_root().join("tests/codex/mock_model_catalog.json");
+    let codex_config = dir.join("codex.toml");
+    std::fs::write(
+        &codex_config,
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
+                 [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
+            catalog.display()
+        ),
+    )?;
+    Ok((mock, codex_config))
+}
+
 impl World {
-    /// Starts everything; `beckon` is the release binary, `codex` the pinned Codex binary.
-    pub async fn start(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<World> {
+    /// Starts everything; `beckon` is the release binary, `codex` the pinned Codex binary (without
+    /// it, `beckon serve` runs with no worker: ingest and its acknowledgement only).
+    pub async fn start(beckon: &Path, codex: Option<&Path>, slots: usize) -> anyhow::Result<World> {
         let dir = tempfile::tempdir().context("while creating a tempdir")?;
         let seed = dir.path().join("seed");
         std::fs::create_dir_all(&seed)?;
@@ -101,36 +137,13 @@ impl World {
         let bare_str = bare.to_str().context("non-UTF-8 tempdir")?;
         git(dir.path(), &["clone", "-q", "--bare", seed_str, bare_str])?;
 
-        let port_file = dir.path().join("mock-port.txt");
-        let mock = Command::new("python3")
-            .arg(repo_root().join("tests/codex/mock_responses.py"))
-            .args(["--port", "0", "--port-file"])
-            .arg(&port_file)
-            .arg("--log")
-            .arg(dir.path().join("mock-requests.jsonl"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("while starting the scripted model")?;
-        let mock = KillOnDrop(mock);
-        let deadline = Instant::now() + START_TIMEOUT;
-        let port: u16 = loop {
-            if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|t| t.trim().parse().ok()) {
-                break p;
+        let (mock, codex_config) = match codex {
+            Some(_) => {
+                let (mock, config) = start_model(dir.path()).await?;
+                (Some(mock), Some(config))
             }
-            anyhow::ensure!(Instant::now() < deadline, "the scripted model did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            None => (None, None),
         };
-        let catalog = repo_root().join("tests/codex/mock_model_catalog.json");
-        let codex_config = dir.path().join("codex.toml");
-        std::fs::write(
-            &codex_config,
-            format!(
-                "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
-                 [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
-                catalog.display()
-            ),
-        )?;
         let double = GithubDouble::start(Some(TOKEN)).await;
         let data_dir = dir.path().join("data");
         let remotes = dir.path().join("remotes");
@@ -143,8 +156,6 @@ impl World {
             .env("BECKON_LOG_FORMAT", "json")
             .env("RUST_LOG", "info,beckon::codex::client=debug,beckon::codex::turn=debug")
             .env("BECKON_GITHUB_WEBHOOK_SECRET", payloads::SECRET)
-            .env("BECKON_CODEX_BIN", codex)
-            .env("BECKON_CODEX_CONFIG", &codex_config)
             .env("BECKON_GIT_BASE_URL", format!("file://{}/", remotes.display()))
             .env("BECKON_GITHUB_API_URL", &double.base)
             .env("BECKON_GITHUB_TOKEN", TOKEN)
@@ -154,6 +165,9 @@ impl World {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if let (Some(codex), Some(config)) = (codex, &codex_config) {
+            cmd.env("BECKON_CODEX_BIN", codex).env("BECKON_CODEX_CONFIG", config);
+        }
         let mut child = cmd.spawn().context("while starting beckon serve")?;
         let stderr = child.stderr.take().context("stderr not piped")?;
         let beckon = KillOnDrop(child);
@@ -198,23 +212,26 @@ impl World {
     /// Sends an `@agent` comment on issue `number`.
     pub async fn comment(&mut self, number: u64) -> anyhow::Result<()> {
         self.next_comment += 1;
-        let payload = payloads::comment("@agent please fix the readme", "OWNER", number, self.next_comment)?;
-        let body = serde_json::to_vec(&payload)?;
-        let resp = self
-            .client
-            .post(format!("{}/webhooks/github", self.base))
-            .header("content-type", "application/json")
-            .header("x-github-event", "issue_comment")
-            .header("x-github-delivery", format!("work-{}", self.next_comment))
-            .header("x-hub-signature-256", payloads::sign(&body)?)
-            .body(body)
-            .send()
-            .await
-            .context("while sending a webhook")?;
+        let resp = self.request(number, self.next_comment)?.send().await.context("while sending a webhook")?;
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         anyhow::ensure!(status.is_success() && text.contains("enqueued"), "webhook answered {status}: {text}");
         Ok(())
+    }
+
+    /// The signed webhook request for an owner's `@agent` comment `comment_id` on issue `number`,
+    /// ready to send (several may be in flight at once).
+    pub fn request(&self, number: u64, comment_id: u64) -> anyhow::Result<reqwest::RequestBuilder> {
+        let payload = payloads::comment("@agent please fix the readme", "OWNER", number, comment_id)?;
+        let body = serde_json::to_vec(&payload)?;
+        Ok(self
+            .client
+            .post(format!("{}/webhooks/github", self.base))
+            .header("content-type", "application/json")
+            .header("x-github-event", "issue_comment")
+            .header("x-github-delivery", format!("work-{comment_id}"))
+            .header("x-hub-signature-256", payloads::sign(&body)?)
+            .body(body))
     }
 
     /// Parsed JSON log lines from index `from` on.
@@ -278,7 +295,7 @@ pub struct Latency {
 
 /// Runs one warm-up task, then `tasks` tasks one at a time.
 pub async fn latency(beckon: &Path, codex: &Path, tasks: usize) -> anyhow::Result<Latency> {
-    let mut world = World::start(beckon, codex, 2).await?;
+    let mut world = World::start(beckon, Some(codex), 2).await?;
     let from = world.log_len();
     world.comment(1).await?;
     world.wait_finished(from, 1, TASK_TIMEOUT).await.context("the warm-up task")?;
@@ -332,7 +349,7 @@ impl Latency {
             out.push(row(name, samples));
         }
         out.push(format!(
-            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}): part of posting the final reply after the turn; no acknowledgement is sent yet (the 👀 reaction is being built) |",
+            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}): the first request to the GitHub double after the webhook was sent (the 👀 acknowledgement, since it runs inside ingest) |",
             self.first_tracker_path,
             ms(quantile(&self.first_tracker_request, 0.5)),
             ms(quantile(&self.first_tracker_request, 0.99)),
@@ -371,7 +388,7 @@ pub struct Scale {
 
 /// Sends `2 × slots` tasks at once to a worker with `slots` slots and times them all.
 pub async fn scale(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<Scale> {
-    let mut world = World::start(beckon, codex, slots).await?;
+    let mut world = World::start(beckon, Some(codex), slots).await?;
     let from = world.log_len();
     world.comment(1).await?;
     world.wait_finished(from, 1, TASK_TIMEOUT).await.context("the warm-up task")?;

@@ -1,0 +1,305 @@
+//! Lambda function cost: the release `github-webhook` binary, and beside it the same handler logic
+//! on Node.js (`tests/bench/peer/lambda.mjs`), each driven through a minimal Lambda Runtime API
+//! served here (`/2018-06-01/runtime/invocation/next`, `…/{id}/response`, `…/{id}/error`), the
+//! protocol `functions/support/runtime_api.rs` serves in the function's tests. Both record in a
+//! DynamoDB table and an SQS FIFO queue on moto (started by `tests/bench/run`).
+//!
+//! Cold start: a fresh process per sample, its event queued before the spawn; the time from just
+//! before the spawn to the response arriving. Warm: one process, a few warm-up invocations, then
+//! the time from `next` handing out each event to its response arriving.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::payloads;
+use crate::stats::{cpu_time, ms, quantile};
+
+/// How long one invocation may take, cold start included.
+const WAIT: Duration = Duration::from_secs(30);
+/// Warm-up invocations before the warm samples.
+const WARM_UP: usize = 5;
+
+/// One invocation's answer, with when it was handed out and when it came back.
+struct Answer {
+    handed: Instant,
+    answered: Instant,
+    body: String,
+}
+
+struct Waiter {
+    handed: Option<Instant>,
+    tx: oneshot::Sender<Answer>,
+}
+
+#[derive(Clone)]
+struct Api {
+    events: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(String, Value)>>>,
+    waiters: Arc<Mutex<HashMap<String, Waiter>>>,
+}
+
+/// A Runtime API on an ephemeral loopback port.
+struct Runtime {
+    addr: String,
+    send: mpsc::UnboundedSender<(String, Value)>,
+    waiters: Arc<Mutex<HashMap<String, Waiter>>>,
+    next_id: u64,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Runtime {
+    async fn start() -> anyhow::Result<Runtime> {
+        let (send, recv) = mpsc::unbounded_channel();
+        let api = Api { events: Arc::new(tokio::sync::Mutex::new(recv)), waiters: Arc::default() };
+        let waiters = Arc::clone(&api.waiters);
+        let app = Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route("/2018-06-01/runtime/invocation/{id}/response", post(respond))
+            .route("/2018-06-01/runtime/invocation/{id}/error", post(respond))
+            .route("/2018-06-01/runtime/init/error", post(init_error))
+            .with_state(api);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("while binding the Runtime API")?;
+        let addr = listener.local_addr()?.to_string();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Runtime { addr, send, waiters, next_id: 0, server })
+    }
+
+    /// Queues `event` for the next `next` call; the receiver gets its answer.
+    fn submit(&mut self, event: Value) -> anyhow::Result<oneshot::Receiver<Answer>> {
+        self.next_id += 1;
+        let id = format!("bench-{:08}", self.next_id);
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.insert(id.clone(), Waiter { handed: None, tx });
+        self.send.send((id, event)).map_err(|_| anyhow::anyhow!("the Runtime API stopped"))?;
+        Ok(rx)
+    }
+}
+
+async fn next(State(api): State<Api>) -> Response {
+    let Some((id, event)) = api.events.lock().await.recv().await else {
+        return StatusCode::GONE.into_response();
+    };
+    if let Ok(mut w) = api.waiters.lock() {
+        if let Some(waiter) = w.get_mut(&id) {
+            waiter.handed = Some(Instant::now());
+        }
+    }
+    let deadline = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default() + WAIT;
+    let mut headers = HeaderMap::new();
+    let mut put = |k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            headers.insert(k, v);
+        }
+    };
+    put("lambda-runtime-aws-request-id", id);
+    put("lambda-runtime-deadline-ms", deadline.as_millis().to_string());
+    put("lambda-runtime-invoked-function-arn", "arn:aws:lambda:us-east-1:123456789012:function:github-webhook".into());
+    put("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".into());
+    (headers, event.to_string()).into_response()
+}
+
+async fn respond(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes) -> StatusCode {
+    let answered = Instant::now();
+    let waiter = api.waiters.lock().ok().and_then(|mut w| w.remove(&id));
+    if let Some(w) = waiter {
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let _ = w.tx.send(Answer { handed: w.handed.unwrap_or(answered), answered, body });
+    }
+    StatusCode::ACCEPTED
+}
+
+async fn init_error(body: Bytes) -> StatusCode {
+    eprintln!("lambda: init error reported: {}", String::from_utf8_lossy(&body));
+    StatusCode::ACCEPTED
+}
+
+/// A signed function-URL event for an owner's `@agent` comment on its own issue.
+fn event(n: u64) -> anyhow::Result<Value> {
+    let body = serde_json::to_vec(&payloads::comment("@agent please fix the flaky test", "OWNER", n, n)?)?;
+    let signature = payloads::sign(&body)?;
+    Ok(json!({
+        "version": "2.0",
+        "rawPath": "/",
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "x-github-event": "issue_comment",
+            "x-github-delivery": format!("lambda-bench-{n}"),
+            "x-hub-signature-256": signature,
+            "user-agent": "GitHub-Hookshot/bench"
+        },
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "abcdefgh",
+            "domainName": "abcdefgh.lambda-url.us-east-1.on.aws",
+            "domainPrefix": "abcdefgh",
+            "requestId": format!("req-{n}"),
+            "time": "21/Nov/2026:10:00:00 +0000",
+            "timeEpoch": 1_795_000_000_000_i64,
+            "http": { "method": "POST", "path": "/", "protocol": "HTTP/1.1", "sourceIp": "192.30.252.1", "userAgent": "GitHub-Hookshot/bench" }
+        },
+        "body": String::from_utf8(body)?,
+        "isBase64Encoded": false
+    }))
+}
+
+/// What to start, and where the AWS doubles are.
+pub struct Target {
+    pub name: &'static str,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+pub struct Aws {
+    pub endpoint: String,
+    pub table: String,
+    pub queue_url: String,
+}
+
+fn spawn(target: &Target, runtime: &Runtime, aws: &Aws) -> anyhow::Result<tokio::process::Child> {
+    tokio::process::Command::new(&target.program)
+        .args(&target.args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .env_clear()
+        .envs([
+            ("PATH", std::env::var("PATH").unwrap_or_default().as_str()),
+            ("AWS_LAMBDA_RUNTIME_API", runtime.addr.as_str()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "github-webhook"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/github-webhook"),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "bench"),
+            ("AWS_LAMBDA_LOG_LEVEL", "warn"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_ENDPOINT_URL", aws.endpoint.as_str()),
+            ("BECKON_BACKEND", "aws"),
+            ("BECKON_TABLE_NAME", aws.table.as_str()),
+            ("BECKON_QUEUE_URL", aws.queue_url.as_str()),
+            ("BECKON_GITHUB_WEBHOOK_SECRET", payloads::SECRET),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("while starting {}", target.program.display()))
+}
+
+async fn answer(rx: oneshot::Receiver<Answer>, what: &str) -> anyhow::Result<Answer> {
+    let a = tokio::time::timeout(WAIT, rx)
+        .await
+        .with_context(|| format!("{what}: no answer within {WAIT:?}"))?
+        .with_context(|| format!("{what}: the Runtime API dropped the invocation"))?;
+    anyhow::ensure!(a.body.contains("enqueued"), "{what}: expected an enqueued outcome, got {}", a.body);
+    Ok(a)
+}
+
+/// Figures for one implementation.
+pub struct Cost {
+    pub name: &'static str,
+    pub cold: Vec<Duration>,
+    pub warm: Vec<Duration>,
+    /// The warm process's own CPU (user + system) per warm invocation: the handler's cost apart
+    /// from waiting on moto.
+    pub warm_cpu: Duration,
+}
+
+/// `cold` fresh processes to their first answer, then `warm` invocations in one process.
+pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first_n: u64) -> anyhow::Result<Cost> {
+    let mut n = first_n;
+    let mut cold_samples = Vec::new();
+    for i in 0..cold {
+        let mut runtime = Runtime::start().await?;
+        n += 1;
+        let rx = runtime.submit(event(n)?)?;
+        let started = Instant::now();
+        let mut child = spawn(target, &runtime, aws)?;
+        let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
+        cold_samples.push(a.answered.saturating_duration_since(started));
+        let _ = child.kill().await;
+    }
+    let mut runtime = Runtime::start().await?;
+    let mut child = spawn(target, &runtime, aws)?;
+    let pid = child.id().context("the warm process has no pid")?;
+    let mut warm_samples = Vec::new();
+    let mut cpu_before = Duration::ZERO;
+    for i in 0..WARM_UP + warm {
+        if i == WARM_UP {
+            cpu_before = cpu_time(pid)?;
+        }
+        n += 1;
+        let rx = runtime.submit(event(n)?)?;
+        let a = answer(rx, &format!("{} warm invocation {i}", target.name)).await?;
+        if i >= WARM_UP {
+            warm_samples.push(a.answered.saturating_duration_since(a.handed));
+        }
+    }
+    let warm_cpu = cpu_time(pid)?.saturating_sub(cpu_before) / u32::try_from(warm.max(1)).unwrap_or(1);
+    let _ = child.kill().await;
+    Ok(Cost { name: target.name, cold: cold_samples, warm: warm_samples, warm_cpu })
+}
+
+/// The table rows: size, both implementations, and the cold-start ratio.
+pub fn rows(binary: &Path, rust: &Cost, node: &Cost) -> anyhow::Result<Vec<String>> {
+    let size = std::fs::metadata(binary).with_context(|| format!("while reading {}", binary.display()))?.len();
+    let mut out = vec![format!(
+        "| Lambda github-webhook binary (release, stripped, x86_64-unknown-linux-gnu; the deployed arm64 build is not buildable here) | {:.1} MiB ({size} B) (target < 10 MB) |",
+        size as f64 / 1048576.0
+    )];
+    for c in [rust, node] {
+        out.push(format!(
+            "| Lambda cold start, {}: process start → first invocation answered (Runtime API served by the bench; DynamoDB + SQS on moto) | p50 {} / p90 {} / max {} (n={}) |",
+            c.name,
+            ms(quantile(&c.cold, 0.5)),
+            ms(quantile(&c.cold, 0.9)),
+            ms(quantile(&c.cold, 1.0)),
+            c.cold.len()
+        ));
+        out.push(format!(
+            "| Lambda warm handler time, {}: event handed out → response received, one process | p50 {} / p99 {} (n={}); the process's own CPU {:.2} ms per invocation (the rest is waiting on moto) |",
+            c.name,
+            ms(quantile(&c.warm, 0.5)),
+            ms(quantile(&c.warm, 0.99)),
+            c.warm.len(),
+            c.warm_cpu.as_secs_f64() * 1e3
+        ));
+    }
+    let ratio = |q: f64| {
+        let r = quantile(&rust.cold, q).as_secs_f64();
+        if r > 0.0 {
+            format!("{:.1}×", quantile(&node.cold, q).as_secs_f64() / r)
+        } else {
+            "n/a".to_owned()
+        }
+    };
+    out.push(format!(
+        "| Lambda cold start, Node.js / Rust | {} at p50, {} at p90 (target: Rust < 50 ms) |",
+        ratio(0.5),
+        ratio(0.9)
+    ));
+    Ok(out)
+}
