@@ -123,6 +123,12 @@ async fn on_dynamodb_and_sqs_a_killed_worker_duplicates_and_racing_edits_keep_th
     let t = with_comment(&all, 2001).unwrap();
     assert_eq!(t.state, TaskState::Completed, "{t:#?}\n{}", logs());
     assert_eq!(t.attempt, 2, "{t:#?}");
+    // The same comment again under new delivery ids once its task ran (a second webhook on the
+    // repository): it is known, and starts nothing.
+    for i in 0..3 {
+        let code = deliver(&ingest, &format!("aws-late-{i}"), &comment("@agent slow one [[stall:4]]", 2001)).await;
+        assert_eq!(code, "ignored:known_comment");
+    }
     assert_eq!(replies_of(&gh, &t.id.0), 1, "{:#?}", gh.comments());
 
     // 3. The trigger deleted or edited at once and after the claim.
