@@ -16,9 +16,10 @@ mod support;
 mod github_double;
 #[path = "../core/tests/support/linear_double.rs"]
 mod linear_double;
+#[path = "reliability/world.rs"]
+mod world;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use github_double::GithubDouble;
@@ -26,126 +27,10 @@ use linear_double::LinearDouble;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use support::{client, fixture, github, linear, now_ms, Beckon};
-
-const NEEDS: &str = "needs the codex binary: run scripts/test, or set BECKON_TEST_CODEX_BIN";
-const TOKEN: &str = "ghp_test_token_not_a_real_one_4f1c";
-const TURN_TIMEOUT: Duration = Duration::from_secs(60);
-
-struct World {
-    dir: tempfile::TempDir,
-    github: GithubDouble,
-    _mock: KillOnDrop,
-    beckon: Beckon,
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A bare "remote" at `<dir>/remotes/Codertocat/Hello-World.git` with one commit on `main`.
-fn remote(dir: &Path) -> PathBuf {
-    let seed = dir.join("seed");
-    std::fs::create_dir_all(&seed).unwrap();
-    git(&seed, &["init", "-q", "-b", "main"]);
-    std::fs::write(seed.join("README.md"), "Hello World\n").unwrap();
-    git(&seed, &["add", "."]);
-    git(&seed, &["commit", "-q", "-m", "initial"]);
-    // The head branch of pull request #2 (the review-comment example's PR).
-    git(&seed, &["branch", "feature"]);
-    let bare = dir.join("remotes/Codertocat/Hello-World.git");
-    std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
-    git(dir, &["clone", "-q", "--bare", seed.to_str().unwrap(), bare.to_str().unwrap()]);
-    dir.join("remotes")
-}
-
-fn mock_model(dir: &Path) -> (KillOnDrop, u16) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_responses.py");
-    let port_file = dir.join("mock-port.txt");
-    let child = Command::new("python3")
-        .arg(&script)
-        .args(["--port", "0", "--port-file"])
-        .arg(&port_file)
-        .arg("--log")
-        .arg(dir.join("mock-requests.jsonl"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(port) = std::fs::read_to_string(&port_file).ok().and_then(|t| t.trim().parse().ok()) {
-            return (guard, port);
-        }
-        assert!(Instant::now() < deadline, "the mock model did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-async fn world(extra: &[(&str, &str)]) -> World {
-    let codex = std::env::var("BECKON_TEST_CODEX_BIN").expect(NEEDS);
-    let dir = tempfile::tempdir().unwrap();
-    let remotes = remote(dir.path());
-    let (mock, port) = mock_model(dir.path());
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
-    let codex_config = dir.path().join("codex.toml");
-    std::fs::write(
-        &codex_config,
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
-             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
-            catalog.display()
-        ),
-    )
-    .unwrap();
-    let github = GithubDouble::start(Some(TOKEN)).await;
-    let base_url = format!("file://{}/", remotes.display());
-    let codex_config = codex_config.display().to_string();
-    let mut env = vec![
-        ("BECKON_CODEX_BIN", codex.as_str()),
-        ("BECKON_CODEX_CONFIG", codex_config.as_str()),
-        ("BECKON_GIT_BASE_URL", base_url.as_str()),
-        ("BECKON_GITHUB_API_URL", github.base.as_str()),
-        ("BECKON_GITHUB_TOKEN", TOKEN),
-        ("BECKON_WORKER_SLOTS", "2"),
-    ];
-    env.extend_from_slice(extra);
-    let beckon = Beckon::start(&env);
-    World { dir, github, _mock: mock, beckon }
-}
-
-fn comment(body: &str, comment_id: u64) -> Value {
-    let mut payload = fixture("github/issue_comment.created.json");
-    payload["comment"]["body"] = json!(body);
-    payload["comment"]["id"] = json!(comment_id);
-    payload
-}
+use world::{comment, finished, model, remote, world, World, NEEDS, TOKEN, TURN_TIMEOUT};
 
 fn transcript(b: &Beckon, task_id: &str) -> Vec<Value> {
     serde_json::from_str(&b.cli(&["tasks", "transcript", task_id, "--json"])).unwrap()
-}
-
-fn finished(tasks: &[Value]) -> bool {
-    !tasks.is_empty()
-        && tasks.iter().all(|t| ["completed", "failed", "cancelled"].contains(&t["state"].as_str().unwrap()))
 }
 
 /// Comments Beckon posted on issue #1 of the double.
@@ -267,7 +152,7 @@ async fn a_worker_killed_mid_turn_is_replaced_and_the_task_answers_exactly_once(
     let c = client();
     github(&c, &w.beckon.base, "issue_comment", "e2e-k", &comment("@agent slow one [[stall:4]]", 801)).await;
     w.beckon.wait_for_tasks(TURN_TIMEOUT, "the task to run", |t| t.len() == 1 && t[0]["state"] == "running");
-    let World { dir, github: gh, _mock, beckon } = w;
+    let World { dir, github: gh, mock: _mock, beckon } = w;
     let beckon = beckon.crash_and_restart();
     let tasks = beckon.wait_for_tasks(TURN_TIMEOUT, "the task to finish after the restart", finished);
     assert_eq!(tasks[0]["state"], "completed", "logs:\n{}", beckon.logs().join("\n"));
@@ -395,18 +280,7 @@ async fn beckon_worker_runs_tasks_from_dynamodb_and_sqs() {
     let codex = std::env::var("BECKON_TEST_CODEX_BIN").expect(NEEDS);
     let dir = tempfile::tempdir().unwrap();
     let remotes = remote(dir.path());
-    let (_mock, port) = mock_model(dir.path());
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/codex/mock_model_catalog.json");
-    let codex_config = dir.path().join("codex.toml");
-    std::fs::write(
-        &codex_config,
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\nmodel_catalog_json = \"{}\"\n\n\
-             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
-            catalog.display()
-        ),
-    )
-    .unwrap();
+    let (_mock, codex_config) = model(dir.path());
     let gh = GithubDouble::start(Some(TOKEN)).await;
     let name = format!("beckon-e2e-{}", std::process::id());
     let aws_env = [

@@ -1,6 +1,9 @@
-//! The world every fault scenario runs in (the same as `tests/worker.rs`): a local bare git
-//! remote, the scripted model server, the GitHub double and `beckon serve` with the real Codex;
-//! plus the invariants each scenario checks when it is over.
+//! The world the end-to-end scenarios run in (`tests/worker.rs` and the reliability suite): a
+//! local bare git remote, the scripted model server, the GitHub double and `beckon serve` with the
+//! real Codex; plus the invariants each scenario checks when it is over.
+
+// Each test binary that includes this module uses a different part of it.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -55,6 +58,8 @@ pub fn remote(dir: &Path) -> PathBuf {
     std::fs::write(seed.join("README.md"), "Hello World\n").unwrap();
     git(&seed, &["add", "."]);
     git(&seed, &["commit", "-q", "-m", "initial"]);
+    // The head branch of pull request #2 (the review-comment example's PR).
+    git(&seed, &["branch", "feature"]);
     let bare = dir.join("remotes/Codertocat/Hello-World.git");
     std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
     git(dir, &["clone", "-q", "--bare", seed.to_str().unwrap(), bare.to_str().unwrap()]);
