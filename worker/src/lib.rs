@@ -7,6 +7,7 @@
 //! | [`execenv`] | a task's workspace: worktree from a cached mirror, CODEX_HOME, scrubbed env |
 //! | [`codex`] | drives the real OpenAI Codex (`codex app-server`, JSON-RPC over stdio) for one turn |
 //! | [`tools`] | the dynamic tools the agent calls, scoped to its task |
+//! | [`report`] | how an attempt ends: the terminal record, failure and stop replies, retries |
 //! | [`events`] | Codex events → the task transcript |
 //! | [`activities`] | Codex events → Linear agent-session activities |
 //! | [`setup`] | builds a worker from settings |
@@ -25,6 +26,7 @@ pub mod events;
 pub mod execenv;
 pub mod logging;
 pub mod operator;
+pub mod report;
 pub mod serve;
 pub mod setup;
 pub mod tools;

@@ -15,7 +15,7 @@
 //!
 //! Retries: transient failures (Codex did not start, the workspace fetch failed, the tracker was
 //! down) release the task for another attempt, up to `max_attempts`; everything else fails with a
-//! reason from the taxonomy and a short reply saying so. Shutdown interrupts running turns and
+//! reason from the taxonomy and a short reply saying so (both in [`crate::report`]). Shutdown interrupts running turns and
 //! hands their leases back, so a restart picks them up at once.
 
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ use beckon_core::prompt::{self, PromptInput};
 use beckon_core::queue::{Queue, Receipt, Received};
 use beckon_core::sweep;
 use beckon_core::task::{
-    CancelReason, FailureReason, Permission, Task, TaskId, TaskOutcome, TokenUsage, Transition, TransitionError,
+    CancelReason, FailureReason, Permission, Task, TaskId, TaskOutcome, Transition, TransitionError,
 };
 use beckon_core::tracker::github::{GithubClient, PullHeadBranch};
 use beckon_core::tracker::linear::LinearClient;
@@ -42,6 +42,7 @@ use crate::activities::{self, Tee};
 use crate::codex::{self, CodexConfig, InterruptReason, Timeouts, TurnRequest, TurnStatus};
 use crate::events::{self, RecordTarget};
 use crate::execenv::{self, Checkout, ExecEnvConfig};
+use crate::report::footer;
 use crate::tools::{self, TaskTools};
 
 /// How long one receive waits for a message (long polling).
@@ -88,8 +89,8 @@ pub struct WorkerConfig {
 /// A worker over one ledger and queue.
 #[derive(Debug)]
 pub struct Worker {
-    config: WorkerConfig,
-    ledger: Arc<dyn Ledger>,
+    pub(crate) config: WorkerConfig,
+    pub(crate) ledger: Arc<dyn Ledger>,
     queue: Arc<dyn Queue>,
     clock: Arc<dyn Clock>,
     trackers: Trackers,
@@ -108,7 +109,7 @@ enum StopCause {
 
 /// What to do with the queue message once a task's attempt is over.
 #[derive(Debug)]
-enum Disposition {
+pub(crate) enum Disposition {
     /// The task is terminal (or gone): delete the message.
     Done,
     /// Make the message visible again after this delay (a retry, or a busy thread).
@@ -602,94 +603,10 @@ impl Worker {
             (Subject::Linear(_), _) => Ok(false),
         }
     }
-
-    async fn finish(&self, task: &Task, outcome: TaskOutcome) -> Disposition {
-        let state = outcome.state();
-        match self.ledger.transition(&task.id, &Transition::Finish { lease_gen: task.lease_gen, outcome }).await {
-            Ok(_) => {
-                info!(%state, "task finished");
-                Disposition::Done
-            }
-            Err(LedgerError::Transition(TransitionError::StaleLease { .. })) => Disposition::Leave,
-            Err(e) => self.transient("finish", &e),
-        }
-    }
-
-    async fn fail(&self, task: &Task, tools: Option<&TaskTools>, reason: FailureReason, why: &str) -> Disposition {
-        warn!(?reason, %why, "task failed");
-        if let Some(tools) = tools {
-            if tools.replied().is_none() {
-                let code = serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(str::to_owned));
-                let body = format!(
-                    "I could not finish this ({}): {why}. Mention me again to retry.",
-                    code.as_deref().unwrap_or("failed")
-                );
-                if let Err(e) = tools.post_reply(&body).await {
-                    warn!(error = %e, "could not post the failure reply");
-                }
-            }
-        }
-        self.finish(task, TaskOutcome::Failed { reason, detail: Some(why.chars().take(300).collect()) }).await
-    }
-
-    async fn cancelled(&self, task: &Task, tools: &TaskTools, reason: CancelReason) -> Disposition {
-        if reason == CancelReason::StopCommand && tools.replied().is_none() {
-            if let Err(e) = tools.post_reply("Stopped, as asked.").await {
-                warn!(error = %e, "could not post the stop confirmation");
-            }
-        }
-        self.finish(task, TaskOutcome::Cancelled { reason }).await
-    }
-
-    async fn retry_or_fail(
-        &self,
-        task: &Task,
-        reason: FailureReason,
-        why: &str,
-        tools: Option<&TaskTools>,
-    ) -> Disposition {
-        if task.attempt < self.config.max_attempts {
-            warn!(?reason, %why, attempt = task.attempt, "transient failure; releasing for a retry");
-            return match self.release(task).await {
-                Disposition::Retry(_) => Disposition::Retry(RETRY_BACKOFF * task.attempt),
-                other @ (Disposition::Done | Disposition::Leave) => other,
-            };
-        }
-        self.fail(task, tools, reason, why).await
-    }
-
-    /// The reply could not be posted: try again later when that may help, else fail (without a
-    /// second attempt at replying, which would fail the same way).
-    async fn reply_failed(&self, task: &Task, why: &tools::ReplyFailure) -> Disposition {
-        if why.retryable {
-            self.retry_or_fail(task, FailureReason::TrackerUnavailable, &why.message, None).await
-        } else {
-            self.fail(task, None, FailureReason::TrackerUnavailable, &why.message).await
-        }
-    }
-
-    async fn release(&self, task: &Task) -> Disposition {
-        match self.ledger.transition(&task.id, &Transition::Release { lease_gen: task.lease_gen }).await {
-            Ok(_) => Disposition::Retry(Duration::ZERO),
-            Err(LedgerError::Transition(_)) => Disposition::Leave,
-            Err(e) => self.transient("release", &e),
-        }
-    }
-
-    fn transient(&self, what: &str, e: &LedgerError) -> Disposition {
-        warn!(error = %e, "{what} failed; the message comes back for a retry");
-        Disposition::Retry(RETRY_BACKOFF)
-    }
 }
 
 fn set_cause(cause: &Mutex<Option<StopCause>>, c: StopCause) {
     if let Ok(mut slot) = cause.lock() {
         slot.get_or_insert(c);
     }
-}
-
-/// A short status line under the fallback reply.
-fn footer(task: &Task, elapsed: Duration, usage: Option<TokenUsage>) -> String {
-    let tokens = usage.map(|u| format!(" · {} tokens", u.total_tokens)).unwrap_or_default();
-    format!("\n\n<sub>Beckon · task `{}` · {}s{tokens}</sub>", task.id, elapsed.as_secs())
 }
