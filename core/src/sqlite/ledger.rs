@@ -302,17 +302,18 @@ impl Ledger for SqliteLedger {
 
 /// Coalesces `nt` into the thread's queued task, or creates one; records participation and assignment.
 fn trigger(tx: &Transaction<'_>, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
+    let tasks = tasks_in(tx, &nt.thread_key, &TaskState::ALL)?;
     // One task per triggering comment: a comment that already asked for a task no longer queued
     // (dispatched, running, finished) starts nothing, whatever delivery carried it this time.
     if let Some(comment) = &nt.trigger.comment_id {
-        let holder = tasks_in(tx, &nt.thread_key, &TaskState::ALL)?.into_iter().find(|t| {
+        let holder = tasks.iter().find(|t| {
             t.state != TaskState::Queued && t.triggers.iter().any(|tr| tr.comment_id.as_ref() == Some(comment))
         });
         if let Some(task) = holder {
-            return Ok((Applied::KnownComment(task.id.clone()), Some(task.id)));
+            return Ok((Applied::KnownComment(task.id.clone()), Some(task.id.clone())));
         }
     }
-    let applied = match tasks_in(tx, &nt.thread_key, &[TaskState::Queued])?.into_iter().next() {
+    let applied = match tasks.into_iter().find(|t| t.state == TaskState::Queued) {
         Some(mut task) => {
             // A redelivered edit of a comment that already asked for this task adds nothing.
             let known =
