@@ -12,6 +12,28 @@ use std::time::Duration;
 
 use crate::tracker::TrackerError;
 
+/// The HTTP client both adapters use: `user_agent` and `extra` headers on every request, one
+/// timeout for connecting and for the whole request.
+///
+/// # Errors
+/// [`TrackerError::Invalid`] when the user agent is not a valid header value or the client (TLS
+/// setup) cannot be built.
+pub(crate) fn http_client(
+    user_agent: &str,
+    mut extra: reqwest::header::HeaderMap,
+    timeout: std::time::Duration,
+) -> Result<reqwest::Client, TrackerError> {
+    let agent = reqwest::header::HeaderValue::from_str(user_agent)
+        .map_err(|_| TrackerError::Invalid { detail: "the user agent is not a valid header value".to_owned() })?;
+    extra.insert(reqwest::header::USER_AGENT, agent);
+    reqwest::Client::builder()
+        .default_headers(extra)
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .build()
+        .map_err(|_| TrackerError::Invalid { detail: "could not build the HTTP client".to_owned() })
+}
+
 /// A failure of the HTTP client itself (no response) as a transient error, naming the kind only:
 /// never the URL, which could carry query details, and never headers.
 pub(crate) fn transport_error(err: reqwest::Error) -> TrackerError {

@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION};
 use reqwest::Method;
 use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
@@ -163,15 +163,7 @@ impl GithubClient {
         let mut headers = HeaderMap::new();
         headers.insert(ACCEPT, HeaderValue::from_static("application/vnd.github+json"));
         headers.insert("x-github-api-version", HeaderValue::from_static(API_VERSION));
-        let agent = HeaderValue::from_str(&config.user_agent)
-            .map_err(|_| TrackerError::Invalid { detail: "the user agent is not a valid header value".to_owned() })?;
-        headers.insert(USER_AGENT, agent);
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout)
-            .build()
-            .map_err(|_| TrackerError::Invalid { detail: "could not build the HTTP client".to_owned() })?;
+        let http = crate::tracker::retry::http_client(&config.user_agent, headers, config.request_timeout)?;
         let shared = Shared {
             http,
             config,

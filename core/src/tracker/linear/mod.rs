@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -197,16 +197,7 @@ impl LinearClient {
     /// # Errors
     /// [`TrackerError::Invalid`] when the HTTP client cannot be built or the user agent is invalid.
     pub fn new(config: LinearConfig, auth: LinearAuth, clock: Arc<dyn Clock>) -> Result<LinearClient, TrackerError> {
-        let mut headers = HeaderMap::new();
-        let agent = HeaderValue::from_str(&config.user_agent)
-            .map_err(|_| TrackerError::Invalid { detail: "the user agent is not a valid header value".to_owned() })?;
-        headers.insert(USER_AGENT, agent);
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout)
-            .build()
-            .map_err(|_| TrackerError::Invalid { detail: "could not build the HTTP client".to_owned() })?;
+        let http = crate::tracker::retry::http_client(&config.user_agent, HeaderMap::new(), config.request_timeout)?;
         let shared = Shared { http, config, auth, clock, viewer_id: tokio::sync::OnceCell::new() };
         Ok(LinearClient { shared: Arc::new(shared) })
     }
