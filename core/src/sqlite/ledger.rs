@@ -1,10 +1,12 @@
 //! [`SqliteLedger`]: the [`Ledger`] port over the `tasks`, `deliveries`, `threads` and
 //! `participations` tables.
 //!
-//! Each `apply` and `transition` is one `BEGIN IMMEDIATE` transaction, so the version check in
-//! `UPDATE … WHERE version = ?` can only fail if the file was edited outside Beckon; it is kept so
-//! the write path has the same shape as DynamoDB's conditional writes. State rules live in
-//! [`Task::apply`], never here. Choices the contract leaves open:
+//! Every write (`apply`, `transition`, …) is one job of the [`Writer`]'s group transaction, so it
+//! runs alone against the file and is answered only once committed; the version check in
+//! `UPDATE … WHERE version = ?` can then only fail if the file was edited outside Beckon, and is
+//! kept so the write path has the same shape as DynamoDB's conditional writes. Reads use their own
+//! connection (WAL: they never wait for a writer). State rules live in [`Task::apply`], never
+//! here. Choices the contract leaves open:
 //! - expired deliveries are purged by every new `apply` and never returned by reads;
 //! - a coalesced trigger from an author whose permission is deferred makes the task deferred;
 //! - retracting one of several triggers drops it and reports [`Applied::Recorded`] (nothing was
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::clock::{Clock, Millis};
 use crate::decision::{Effect, NewTrigger};
@@ -27,31 +29,42 @@ use crate::ledger::{
 use crate::task::{CancelReason, Permission, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
 use crate::transcript::TranscriptEntry;
 
-/// How often [`Ledger::transition`] re-reads and retries after losing a conditional write.
-const TRANSITION_ATTEMPTS: usize = 3;
+use super::writer::Writer;
 
 const UNFINISHED: [TaskState; 3] = [TaskState::Queued, TaskState::Dispatched, TaskState::Running];
 const ACTIVE: [TaskState; 2] = [TaskState::Dispatched, TaskState::Running];
 
-/// The SQLite ledger. Cheap to clone; clones share one connection. Build it with [`super::open`].
+/// The SQLite ledger. Cheap to clone; clones share the writer and the read connection. Build it
+/// with [`super::open`].
 #[derive(Debug, Clone)]
 pub struct SqliteLedger {
-    conn: Arc<Mutex<Connection>>,
+    writer: Arc<Writer>,
+    reader: Arc<Mutex<Connection>>,
     clock: Arc<dyn Clock>,
 }
 
 impl SqliteLedger {
-    pub(super) fn new(conn: Connection, clock: Arc<dyn Clock>) -> SqliteLedger {
-        SqliteLedger { conn: Arc::new(Mutex::new(conn)), clock }
+    pub(super) fn new(writer: Arc<Writer>, reader: Connection, clock: Arc<dyn Clock>) -> SqliteLedger {
+        SqliteLedger { writer, reader: Arc::new(Mutex::new(reader)), clock }
     }
 
-    /// Runs `f` on the connection off the async runtime, with "now" read once the lock is held.
-    async fn run<T, F>(&self, f: F) -> Result<T, LedgerError>
+    /// Runs the write `f` in the writer's next group transaction, with "now" read when it runs.
+    async fn write<T, F>(&self, f: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, Millis) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let clock = Arc::clone(&self.clock);
+        self.writer.write(move |conn| f(conn, clock.now())).await
+    }
+
+    /// Runs the read `f` on the read connection, off the async runtime.
+    async fn read<T, F>(&self, f: F) -> Result<T, LedgerError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, Millis) -> Result<T, LedgerError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
+        let conn = Arc::clone(&self.reader);
         let clock = Arc::clone(&self.clock);
         tokio::task::spawn_blocking(move || {
             let mut guard =
@@ -73,32 +86,41 @@ impl Ledger for SqliteLedger {
     ) -> Result<ThreadSnapshot, LedgerError> {
         let key = thread_key.clone();
         let root = root_id.map(str::to_owned);
-        self.run(move |conn, _now| {
+        self.read(move |conn, _now| {
             let tx = conn.transaction()?;
-            let queued = tasks_in(&tx, &key, &[TaskState::Queued])?.into_iter().next().map(|t| t.id);
-            let active = tasks_in(&tx, &key, &ACTIVE)?.into_iter().next_back().map(|t| t.id);
-            let runs: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM tasks WHERE thread_key = ?1 AND created_at >= ?2",
-                params![key.as_str(), window_start.0],
-                |r| r.get(0),
-            )?;
+            // Ids only: the oldest queued task and the newest active one.
+            let queued: Option<String> = tx
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE thread_key = ?1 AND state = 'queued' ORDER BY created_at, rowid LIMIT 1",
+                )?
+                .query_row([key.as_str()], |r| r.get(0))
+                .optional()?;
+            let active: Option<String> = tx
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE thread_key = ?1 AND state IN ('dispatched', 'running')
+                     ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                )?
+                .query_row([key.as_str()], |r| r.get(0))
+                .optional()?;
+            let runs: i64 = tx
+                .prepare_cached("SELECT COUNT(*) FROM tasks WHERE thread_key = ?1 AND created_at >= ?2")?
+                .query_row(params![key.as_str(), window_start.0], |r| r.get(0))?;
             let participates = match &root {
-                Some(root) => tx.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM participations WHERE thread_key = ?1 AND root_id = ?2)",
-                    params![key.as_str(), root],
-                    |r| r.get(0),
-                )?,
+                Some(root) => tx
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM participations WHERE thread_key = ?1 AND root_id = ?2)",
+                    )?
+                    .query_row(params![key.as_str(), root], |r| r.get(0))?,
                 None => false,
             };
             let record: Option<(bool, Option<String>)> = tx
-                .query_row("SELECT assigned, codex_thread_id FROM threads WHERE thread_key = ?1", [key.as_str()], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
+                .prepare_cached("SELECT assigned, codex_thread_id FROM threads WHERE thread_key = ?1")?
+                .query_row([key.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let (assigned, codex_thread_id) = record.unwrap_or((false, None));
             Ok(ThreadSnapshot {
-                queued,
-                active,
+                queued: queued.map(TaskId),
+                active: active.map(TaskId),
                 runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
                 participates,
                 assigned_to_agent: assigned,
@@ -111,39 +133,38 @@ impl Ledger for SqliteLedger {
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
         let delivery = delivery.clone();
         let effect = effect.clone();
-        self.run(move |conn, now| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute("DELETE FROM deliveries WHERE expires_at <= ?1", [now.0])?;
-            let seen: bool =
-                tx.query_row("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)", [&delivery.id], |r| r.get(0))?;
+        self.write(move |tx, now| {
+            tx.prepare_cached("DELETE FROM deliveries WHERE expires_at <= ?1")?.execute([now.0])?;
+            let seen: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
+                .query_row([&delivery.id], |r| r.get(0))?;
             if seen {
                 return Ok(Applied::Duplicate);
             }
             let (applied, task_id) = match &effect {
                 Effect::Nothing => (Applied::Recorded, None),
-                Effect::Trigger(nt) => trigger(&tx, nt, now)?,
-                Effect::CancelThread { thread_key, reason } => cancel_thread(&tx, thread_key, *reason, now)?,
-                Effect::RetractComment { thread_key, comment_id } => retract(&tx, thread_key, comment_id, now)?,
+                Effect::Trigger(nt) => trigger(tx, nt, now)?,
+                Effect::CancelThread { thread_key, reason } => cancel_thread(tx, thread_key, *reason, now)?,
+                Effect::RetractComment { thread_key, comment_id } => retract(tx, thread_key, comment_id, now)?,
                 Effect::Unassign { thread_key } => {
-                    set_assigned(&tx, thread_key, false)?;
+                    set_assigned(tx, thread_key, false)?;
                     (Applied::Recorded, None)
                 }
             };
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    delivery.id,
-                    delivery.tracker.as_str(),
-                    delivery.event,
-                    delivery.thread_key.as_ref().map(ThreadKey::as_str),
-                    applied.reason(delivery.reason).to_string(),
-                    task_id.as_ref().map(TaskId::as_str),
-                    now.0,
-                    now.plus(DELIVERY_TTL).0,
-                ],
-            )?;
-            tx.commit()?;
+            )?
+            .execute(params![
+                delivery.id,
+                delivery.tracker.as_str(),
+                delivery.event,
+                delivery.thread_key.as_ref().map(ThreadKey::as_str),
+                applied.reason(delivery.reason).to_string(),
+                task_id.as_ref().map(TaskId::as_str),
+                now.0,
+                now.plus(DELIVERY_TTL).0,
+            ])?;
             Ok(applied)
         })
         .await
@@ -152,42 +173,36 @@ impl Ledger for SqliteLedger {
     async fn transition(&self, id: &TaskId, transition: &Transition) -> Result<Task, LedgerError> {
         let id = id.clone();
         let transition = transition.clone();
-        self.run(move |conn, now| {
-            for _ in 0..TRANSITION_ATTEMPTS {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let task = read_task(&tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
-                let next = task.apply(&transition, now)?;
-                if matches!(transition, Transition::Claim { .. }) {
-                    let busy = tasks_in(&tx, &task.thread_key, &ACTIVE)?
-                        .into_iter()
-                        .any(|other| other.id != task.id && !other.is_claimable(now));
-                    if busy {
-                        return Err(TransitionError::NotAllowed {
-                            task: task.id,
-                            transition: "claim",
-                            state: task.state,
-                        }
-                        .into());
-                    }
-                }
-                if update_task(&tx, &next, task.version)? {
-                    tx.commit()?;
-                    return Ok(next);
+        self.write(move |tx, now| {
+            let task = read_task(tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
+            let next = task.apply(&transition, now)?;
+            if matches!(transition, Transition::Claim { .. }) {
+                let busy = tasks_in(tx, &task.thread_key, &ACTIVE)?
+                    .into_iter()
+                    .any(|other| other.id != task.id && !other.is_claimable(now));
+                if busy {
+                    return Err(
+                        TransitionError::NotAllowed { task: task.id, transition: "claim", state: task.state }.into()
+                    );
                 }
             }
-            Err(LedgerError::Contention(format!("task {id}")))
+            if update_task(tx, &next, task.version)? {
+                Ok(next)
+            } else {
+                Err(LedgerError::Contention(format!("task {id}")))
+            }
         })
         .await
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, LedgerError> {
         let id = id.clone();
-        self.run(move |conn, _now| read_task(&conn.transaction()?, &id)).await
+        self.read(move |conn, _now| read_task(conn, &id)).await
     }
 
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, LedgerError> {
         let filter = filter.clone();
-        self.run(move |conn, _now| {
+        self.read(move |conn, _now| {
             let mut sql = String::from("SELECT body FROM tasks WHERE 1 = 1");
             let mut args: Vec<Value> = Vec::new();
             if !filter.states.is_empty() {
@@ -209,7 +224,7 @@ impl Ledger for SqliteLedger {
 
     async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, LedgerError> {
         let id = id.to_owned();
-        self.run(move |conn, now| {
+        self.read(move |conn, now| {
             let mut found = deliveries_where(conn, "id = ?1 AND expires_at > ?2", params![id, now.0])?;
             Ok(found.pop())
         })
@@ -217,7 +232,7 @@ impl Ledger for SqliteLedger {
     }
 
     async fn deliveries(&self, limit: usize) -> Result<Vec<DeliveryRecord>, LedgerError> {
-        self.run(move |conn, now| {
+        self.read(move |conn, now| {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             deliveries_where(
                 conn,
@@ -231,7 +246,7 @@ impl Ledger for SqliteLedger {
     async fn set_codex_thread(&self, thread_key: &ThreadKey, codex_thread_id: &str) -> Result<(), LedgerError> {
         let key = thread_key.clone();
         let id = codex_thread_id.to_owned();
-        self.run(move |conn, _now| {
+        self.write(move |conn, _now| {
             conn.execute(
                 "INSERT INTO threads (thread_key, assigned, codex_thread_id) VALUES (?1, 0, ?2)
                  ON CONFLICT (thread_key) DO UPDATE SET codex_thread_id = excluded.codex_thread_id",
@@ -252,15 +267,13 @@ impl Ledger for SqliteLedger {
                 Ok((seq, body))
             })
             .collect::<Result<Vec<_>, LedgerError>>()?;
-        self.run(move |conn, _now| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.write(move |tx, _now| {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO transcript (task_id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+            )?;
             for (seq, body) in rows {
-                tx.execute(
-                    "INSERT INTO transcript (task_id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-                    params![id.as_str(), seq, body],
-                )?;
+                insert.execute(params![id.as_str(), seq, body])?;
             }
-            tx.commit()?;
             Ok(())
         })
         .await
@@ -268,8 +281,8 @@ impl Ledger for SqliteLedger {
 
     async fn transcript(&self, id: &TaskId) -> Result<Vec<TranscriptEntry>, LedgerError> {
         let id = id.clone();
-        self.run(move |conn, _now| {
-            let mut stmt = conn.prepare("SELECT body FROM transcript WHERE task_id = ?1 ORDER BY seq")?;
+        self.read(move |conn, _now| {
+            let mut stmt = conn.prepare_cached("SELECT body FROM transcript WHERE task_id = ?1 ORDER BY seq")?;
             let bodies = stmt.query_map([id.as_str()], |r| r.get::<_, String>(0))?;
             bodies
                 .map(|b| serde_json::from_str(&b?).map_err(|e| LedgerError::Corrupt(format!("transcript entry: {e}"))))
@@ -279,8 +292,8 @@ impl Ledger for SqliteLedger {
     }
 
     async fn stranded(&self, created_before: Millis, limit: usize) -> Result<Vec<Task>, LedgerError> {
-        self.run(move |conn, _now| {
-            let mut stmt = conn.prepare(
+        self.read(move |conn, _now| {
+            let mut stmt = conn.prepare_cached(
                 "SELECT body FROM tasks WHERE state = 'queued' AND created_at <= ?1 ORDER BY created_at, rowid",
             )?;
             let bodies = stmt.query_map([created_before.0], |r| r.get::<_, String>(0))?;
@@ -301,7 +314,7 @@ impl Ledger for SqliteLedger {
 }
 
 /// Coalesces `nt` into the thread's queued task, or creates one; records participation and assignment.
-fn trigger(tx: &Transaction<'_>, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
+fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
     let tasks = tasks_in(tx, &nt.thread_key, &TaskState::ALL)?;
     // One task per triggering comment: a comment that already asked for a task no longer queued
     // (dispatched, running, finished) starts nothing, whatever delivery carried it this time.
@@ -333,25 +346,23 @@ fn trigger(tx: &Transaction<'_>, nt: &NewTrigger, now: Millis) -> Result<(Applie
         None => {
             let task =
                 Task::new(nt.thread_key.clone(), nt.subject.clone(), nt.trigger.clone(), nt.permission.clone(), now);
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO tasks (id, thread_key, state, created_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    task.id.as_str(),
-                    task.thread_key.as_str(),
-                    task.state.as_str(),
-                    task.created_at.0,
-                    version_column(task.version)?,
-                    encode_task(&task)?,
-                ],
-            )?;
+            )?
+            .execute(params![
+                task.id.as_str(),
+                task.thread_key.as_str(),
+                task.state.as_str(),
+                task.created_at.0,
+                version_column(task.version)?,
+                encode_task(&task)?,
+            ])?;
             Applied::Enqueued(task)
         }
     };
     if let Some(root) = &nt.participates_in {
-        tx.execute(
-            "INSERT OR IGNORE INTO participations (thread_key, root_id) VALUES (?1, ?2)",
-            params![nt.thread_key.as_str(), root],
-        )?;
+        tx.prepare_cached("INSERT OR IGNORE INTO participations (thread_key, root_id) VALUES (?1, ?2)")?
+            .execute(params![nt.thread_key.as_str(), root])?;
     }
     if nt.marks_assigned {
         set_assigned(tx, &nt.thread_key, true)?;
@@ -374,7 +385,7 @@ fn stricter(current: Permission, incoming: &Permission) -> Permission {
 }
 
 fn cancel_thread(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     key: &ThreadKey,
     reason: CancelReason,
     now: Millis,
@@ -395,7 +406,7 @@ fn cancel_thread(
 }
 
 fn retract(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     key: &ThreadKey,
     comment_id: &str,
     now: Millis,
@@ -430,45 +441,44 @@ fn retract(
     }
 }
 
-fn set_assigned(tx: &Transaction<'_>, key: &ThreadKey, assigned: bool) -> Result<(), LedgerError> {
-    tx.execute(
+fn set_assigned(tx: &Connection, key: &ThreadKey, assigned: bool) -> Result<(), LedgerError> {
+    tx.prepare_cached(
         "INSERT INTO threads (thread_key, assigned) VALUES (?1, ?2)
          ON CONFLICT (thread_key) DO UPDATE SET assigned = excluded.assigned",
-        params![key.as_str(), assigned],
-    )?;
+    )?
+    .execute(params![key.as_str(), assigned])?;
     Ok(())
 }
 
 /// The thread's tasks in `states`, oldest first.
-fn tasks_in(tx: &Transaction<'_>, key: &ThreadKey, states: &[TaskState]) -> Result<Vec<Task>, LedgerError> {
+fn tasks_in(tx: &Connection, key: &ThreadKey, states: &[TaskState]) -> Result<Vec<Task>, LedgerError> {
     let sql = format!(
         "SELECT body FROM tasks WHERE thread_key = ? AND state IN ({}) ORDER BY created_at, rowid",
         placeholders(states.len())
     );
     let args = std::iter::once(key.as_str()).chain(states.iter().map(|s| s.as_str()));
-    let mut stmt = tx.prepare(&sql)?;
+    let mut stmt = tx.prepare_cached(&sql)?;
     let bodies = stmt.query_map(params_from_iter(args), |r| r.get::<_, String>(0))?;
     bodies.map(|b| decode_task(&b?)).collect()
 }
 
-fn read_task(tx: &Transaction<'_>, id: &TaskId) -> Result<Option<Task>, LedgerError> {
+fn read_task(tx: &Connection, id: &TaskId) -> Result<Option<Task>, LedgerError> {
     let body: Option<String> =
-        tx.query_row("SELECT body FROM tasks WHERE id = ?1", [id.as_str()], |r| r.get(0)).optional()?;
+        tx.prepare_cached("SELECT body FROM tasks WHERE id = ?1")?.query_row([id.as_str()], |r| r.get(0)).optional()?;
     body.as_deref().map(decode_task).transpose()
 }
 
 /// Writes `task` if its stored version is still `expected`; false when someone else wrote first.
-fn update_task(tx: &Transaction<'_>, task: &Task, expected: u64) -> Result<bool, LedgerError> {
-    let rows = tx.execute(
-        "UPDATE tasks SET state = ?1, version = ?2, body = ?3 WHERE id = ?4 AND version = ?5",
-        params![
+fn update_task(tx: &Connection, task: &Task, expected: u64) -> Result<bool, LedgerError> {
+    let rows = tx
+        .prepare_cached("UPDATE tasks SET state = ?1, version = ?2, body = ?3 WHERE id = ?4 AND version = ?5")?
+        .execute(params![
             task.state.as_str(),
             version_column(task.version)?,
             encode_task(task)?,
             task.id.as_str(),
             version_column(expected)?,
-        ],
-    )?;
+        ])?;
     Ok(rows == 1)
 }
 

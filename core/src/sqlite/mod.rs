@@ -3,14 +3,17 @@
 //!
 //! [`open`] creates the file (and its directory), sets `journal_mode=WAL`, `busy_timeout` and
 //! `foreign_keys`, and migrates the schema by `PRAGMA user_version` inside a `BEGIN IMMEDIATE`
-//! transaction, so two processes opening one file at once migrate it once. Each handle owns one
-//! connection behind a `std::sync::Mutex` and runs every call on `spawn_blocking`; every write is
-//! `BEGIN IMMEDIATE`, so writers serialize across tasks and processes (WAL keeps readers unblocked).
+//! transaction, so two processes opening one file at once migrate it once. Every write of the
+//! ledger and the queue it returns goes through one [`writer`] thread, which batches concurrent
+//! writes into one `BEGIN IMMEDIATE` transaction and one `fsync` (group commit); writers of other
+//! processes serialize with it on the file lock. The ledger's reads use a second connection, on
+//! `spawn_blocking` (WAL keeps readers unblocked by the writer).
 //! Schema v1: `tasks` (queried columns + the whole task as JSON, the JSON being the record),
 //! `deliveries`, `threads` (assigned flag), `participations`, `queue_messages` (see [`SqliteQueue`]).
 
 mod ledger;
 mod queue;
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +26,8 @@ use crate::ledger::LedgerError;
 
 pub use ledger::SqliteLedger;
 pub use queue::SqliteQueue;
+
+use self::writer::{WriteError, Writer};
 
 /// The file name `beckon serve` uses under `BECKON_DATA_DIR`.
 pub const DB_FILE_NAME: &str = "beckon.sqlite3";
@@ -109,8 +114,11 @@ pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<(SqliteLedger, SqliteQ
     }
     let mut first = connect(path)?;
     migrate(&mut first)?;
-    let second = connect(path)?;
-    Ok((SqliteLedger::new(first, clock), SqliteQueue::new(second)))
+    let writer = Arc::new(
+        Writer::spawn(first).map_err(|e| LedgerError::Unavailable(format!("starting the writer thread: {e}")))?,
+    );
+    let reader = connect(path)?;
+    Ok((SqliteLedger::new(Arc::clone(&writer), reader, clock), SqliteQueue::new(writer)))
 }
 
 fn connect(path: &Path) -> Result<Connection, LedgerError> {
@@ -121,6 +129,8 @@ fn connect(path: &Path) -> Result<Connection, LedgerError> {
         return Err(LedgerError::Unavailable(format!("{}: journal_mode is {mode}, not wal", path.display())));
     }
     conn.pragma_update(None, "foreign_keys", true)?;
+    // Room for every statement the ledger and queue prepare (`prepare_cached`), so none is re-parsed.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
@@ -141,6 +151,12 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
+}
+
+impl From<WriteError> for LedgerError {
+    fn from(e: WriteError) -> Self {
+        LedgerError::Unavailable(e.0)
+    }
 }
 
 /// The one place a SQLite error becomes a ledger error: damaged files and unreadable values are

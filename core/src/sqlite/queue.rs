@@ -10,16 +10,18 @@
 //! from a long-deleted message. Long polling wakes on a send through this handle's `Notify` and
 //! re-checks every [`POLL_INTERVAL`] for other processes and re-appearing messages.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::Notify;
 
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::queue::{Queue, QueueError, QueueMessage, Receipt, Received};
 use crate::task::{TaskId, ThreadKey};
+
+use super::writer::Writer;
 
 /// SQS FIFO's deduplication interval: a task id sent again within it is stored once.
 const DEDUPE_WINDOW: Duration = Duration::from_secs(5 * 60);
@@ -28,41 +30,34 @@ const DEDUPE_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// that another process's send or an expired visibility is seen quickly, long enough to stay idle.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
-/// The SQLite queue. Cheap to clone; clones share one connection and one wake-up signal.
-/// Build it with [`super::open`].
+/// The SQLite queue. Cheap to clone; clones share the writer (with the ledger of the same
+/// [`super::open`]) and one wake-up signal. Build it with [`super::open`].
 #[derive(Debug, Clone)]
 pub struct SqliteQueue {
-    conn: Arc<Mutex<Connection>>,
+    writer: Arc<Writer>,
     sent: Arc<Notify>,
 }
 
 impl SqliteQueue {
-    pub(super) fn new(conn: Connection) -> SqliteQueue {
-        SqliteQueue { conn: Arc::new(Mutex::new(conn)), sent: Arc::new(Notify::new()) }
+    pub(super) fn new(writer: Arc<Writer>) -> SqliteQueue {
+        SqliteQueue { writer, sent: Arc::new(Notify::new()) }
     }
 
-    /// Runs `f` on the connection off the async runtime, with the wall-clock "now".
+    /// Runs `f` in the writer's next group transaction, with the wall-clock "now" read when it
+    /// runs. Every queue call writes (a receive takes a receipt), so all of them go this way.
     async fn run<T, F>(&self, f: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection, Millis) -> Result<T, QueueError> + Send + 'static,
+        F: FnOnce(&Connection, Millis) -> Result<T, QueueError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut guard =
-                conn.lock().map_err(|_| QueueError::Unavailable("queue connection lock poisoned".into()))?;
-            f(&mut guard, SystemClock.now())
-        })
-        .await
-        .map_err(|e| QueueError::Unavailable(format!("queue call did not finish: {e}")))?
+        self.writer.write(move |conn| f(conn, SystemClock.now())).await
     }
 
     /// One non-waiting receive: the visible heads of up to `max` groups, oldest first.
     async fn receive_now(&self, max: usize, visibility: Duration) -> Result<Vec<Received>, QueueError> {
-        self.run(move |conn, now| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.run(move |tx, now| {
             let heads = {
-                let mut stmt = tx.prepare(
+                let mut stmt = tx.prepare_cached(
                     "SELECT seq, task_id, grp, receive_count FROM queue_messages AS m
                      WHERE m.deleted_at IS NULL AND m.visible_at <= ?1
                        AND NOT EXISTS (SELECT 1 FROM queue_messages AS o
@@ -77,10 +72,10 @@ impl SqliteQueue {
             let mut received = Vec::with_capacity(heads.len());
             for (seq, task_id, group, count) in heads {
                 let receipt = format!("{seq}:{}", uuid::Uuid::new_v4().simple());
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE queue_messages SET receipt = ?1, visible_at = ?2, receive_count = ?3 WHERE seq = ?4",
-                    params![receipt, now.plus(visibility).0, count + 1, seq],
-                )?;
+                )?
+                .execute(params![receipt, now.plus(visibility).0, count + 1, seq])?;
                 received.push(Received {
                     task_id: TaskId(task_id),
                     group: ThreadKey(group),
@@ -88,7 +83,6 @@ impl SqliteQueue {
                     receive_count: count + 1,
                 });
             }
-            tx.commit()?;
             Ok(received)
         })
         .await
@@ -103,9 +97,8 @@ fn receipt_seq(receipt: &Receipt) -> Option<i64> {
 /// The stored state of the message a receipt names: `(current receipt, deleted)`.
 fn message_of(conn: &Connection, seq: i64) -> Result<Option<(Option<String>, bool)>, QueueError> {
     Ok(conn
-        .query_row("SELECT receipt, deleted_at IS NOT NULL FROM queue_messages WHERE seq = ?1", [seq], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .prepare_cached("SELECT receipt, deleted_at IS NOT NULL FROM queue_messages WHERE seq = ?1")?
+        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?)
 }
 
@@ -113,19 +106,15 @@ fn message_of(conn: &Connection, seq: i64) -> Result<Option<(Option<String>, boo
 impl Queue for SqliteQueue {
     async fn send(&self, msg: &QueueMessage) -> Result<(), QueueError> {
         let msg = msg.clone();
-        self.run(move |conn, now| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.run(move |tx, now| {
             // Forget tombstones whose dedupe window has passed, so their task ids may be sent again.
-            tx.execute(
-                "DELETE FROM queue_messages WHERE deleted_at IS NOT NULL AND sent_at <= ?1",
-                [now.minus(DEDUPE_WINDOW).0],
-            )?;
-            tx.execute(
+            tx.prepare_cached("DELETE FROM queue_messages WHERE deleted_at IS NOT NULL AND sent_at <= ?1")?
+                .execute([now.minus(DEDUPE_WINDOW).0])?;
+            tx.prepare_cached(
                 "INSERT INTO queue_messages (task_id, grp, sent_at, visible_at, receipt, receive_count)
                  VALUES (?1, ?2, ?3, ?3, NULL, 0) ON CONFLICT (task_id) DO NOTHING",
-                params![msg.task_id.as_str(), msg.group.as_str(), now.0],
-            )?;
-            tx.commit()?;
+            )?
+            .execute(params![msg.task_id.as_str(), msg.group.as_str(), now.0])?;
             Ok(())
         })
         .await?;
@@ -155,16 +144,14 @@ impl Queue for SqliteQueue {
 
     async fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<(), QueueError> {
         let receipt = receipt.clone();
-        self.run(move |conn, now| {
+        self.run(move |tx, now| {
             let seq = receipt_seq(&receipt).ok_or(QueueError::InvalidReceipt)?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            match message_of(&tx, seq)? {
+            match message_of(tx, seq)? {
                 Some((Some(current), false)) if current == receipt.0 => {
                     tx.execute(
                         "UPDATE queue_messages SET visible_at = ?1 WHERE seq = ?2",
                         params![now.plus(visibility).0, seq],
                     )?;
-                    tx.commit()?;
                     Ok(())
                 }
                 Some(_) | None => Err(QueueError::InvalidReceipt),
@@ -175,14 +162,12 @@ impl Queue for SqliteQueue {
 
     async fn delete(&self, receipt: &Receipt) -> Result<(), QueueError> {
         let receipt = receipt.clone();
-        self.run(move |conn, now| {
+        self.run(move |tx, now| {
             let seq = receipt_seq(&receipt).ok_or(QueueError::InvalidReceipt)?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            match message_of(&tx, seq)? {
+            match message_of(tx, seq)? {
                 None | Some((_, true)) => Ok(()),
                 Some((Some(current), false)) if current == receipt.0 => {
                     tx.execute("UPDATE queue_messages SET deleted_at = ?1 WHERE seq = ?2", params![now.0, seq])?;
-                    tx.commit()?;
                     Ok(())
                 }
                 // Re-delivered to someone else since: this holder lost the message.
@@ -190,6 +175,12 @@ impl Queue for SqliteQueue {
             }
         })
         .await
+    }
+}
+
+impl From<super::writer::WriteError> for QueueError {
+    fn from(e: super::writer::WriteError) -> Self {
+        QueueError::Unavailable(e.0)
     }
 }
 
