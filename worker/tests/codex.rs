@@ -279,11 +279,19 @@ async fn cancellation_interrupts_mid_turn() -> Result<()> {
     let fx = Fixture::new().await?;
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    // Cancels once the turn is running (not after a fixed delay: on a loaded machine Codex may take
+    // longer than that to start, and the test would cancel before the turn instead of mid-turn).
+    let (tx, mut rx) = mpsc::unbounded_channel();
     let canceller = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        trigger.cancel();
+        while let Some(event) = rx.recv().await {
+            if matches!(event, TurnEvent::TurnStarted { .. }) {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                trigger.cancel();
+            }
+        }
     });
-    let (outcome, _) = run_cancellable(&fx.config(), request("wait [[stall:30]]"), &Tools::default(), cancel).await?;
+    let outcome = run_turn(&fx.config(), request("wait [[stall:30]]"), &Tools::default(), &tx, cancel).await?;
+    drop(tx);
     canceller.await?;
     assert_eq!(outcome.status, TurnStatus::Interrupted { reason: InterruptReason::Cancelled });
     assert!(!outcome.status.is_retryable());

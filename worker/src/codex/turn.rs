@@ -177,12 +177,12 @@ pub enum TurnEvent {
         /// Why the resume was rejected.
         resume_error: Option<String>,
     },
-    /// A complete agent message.
     /// Codex accepted `turn/start`: the task is now running.
     TurnStarted {
         /// The turn id.
         turn_id: String,
     },
+    /// A complete agent message.
     Text {
         /// Item id.
         id: String,
