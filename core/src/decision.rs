@@ -129,11 +129,14 @@ pub enum IgnoreReason {
     /// The comment already asked for a task of this thread (the same comment delivered again
     /// under another delivery id, e.g. by a second webhook): it starts nothing new.
     KnownComment,
+    /// The thread's queued task already holds as many requests as one task takes
+    /// ([`crate::task::MAX_TRIGGERS`] or [`crate::task::MAX_TRIGGER_BYTES`]).
+    TaskFull,
 }
 
 impl IgnoreReason {
     /// Every reason, for exhaustive tests and operator docs.
-    pub const ALL: [IgnoreReason; 13] = [
+    pub const ALL: [IgnoreReason; 14] = [
         IgnoreReason::Unrouted,
         IgnoreReason::OwnComment,
         IgnoreReason::Bot,
@@ -147,6 +150,7 @@ impl IgnoreReason {
         IgnoreReason::AgentSession,
         IgnoreReason::EmptyRequest,
         IgnoreReason::KnownComment,
+        IgnoreReason::TaskFull,
     ];
 
     /// The code after `ignored:`.
@@ -165,6 +169,7 @@ impl IgnoreReason {
             IgnoreReason::AgentSession => "agent_session",
             IgnoreReason::EmptyRequest => "empty_request",
             IgnoreReason::KnownComment => "known_comment",
+            IgnoreReason::TaskFull => "task_full",
         }
     }
 }

@@ -99,6 +99,8 @@ pub enum Applied {
     /// The trigger's comment already asked for this task, which is no longer queued: nothing new
     /// is created (one task per triggering comment, whatever the delivery id).
     KnownComment(TaskId),
+    /// The thread's queued task is full ([`crate::task::Coalesce::Full`]): the trigger was not added.
+    TaskFull(TaskId),
     /// These tasks were cancelled or asked to stop.
     Cancelled(Vec<TaskId>),
     /// The retraction or stop found nothing unfinished to act on.
@@ -117,6 +119,7 @@ impl Applied {
             Applied::Coalesced(_) => ReasonCode::Coalesced,
             Applied::Cancelled(_) => ReasonCode::Cancelled,
             Applied::KnownComment(_) => ReasonCode::Ignored(IgnoreReason::KnownComment),
+            Applied::TaskFull(_) => ReasonCode::Ignored(IgnoreReason::TaskFull),
             Applied::NothingToCancel => ReasonCode::Ignored(IgnoreReason::NothingToCancel),
             Applied::Duplicate | Applied::Recorded => rules_reason,
         }

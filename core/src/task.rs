@@ -332,6 +332,25 @@ pub struct Task {
     pub version: u64,
 }
 
+/// The most triggers one queued task takes. Later requests while it still waits are refused
+/// ([`Coalesce::Full`]) rather than grow one prompt, and one stored record, without bound.
+pub const MAX_TRIGGERS: usize = 20;
+
+/// The most trigger-body bytes a coalesced task holds: well under DynamoDB's 400 KB item limit
+/// with the rest of the task. A first trigger is always taken (ingest caps each body).
+pub const MAX_TRIGGER_BYTES: usize = 256 * 1024;
+
+/// What [`Task::coalesce`] did with a trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coalesce {
+    /// It joined the task (version bumped): write the task back.
+    Joined,
+    /// Its comment already asked for this task (a redelivered edit): nothing changed.
+    Known,
+    /// The task holds [`MAX_TRIGGERS`] triggers or [`MAX_TRIGGER_BYTES`]: nothing changed.
+    Full,
+}
+
 impl Task {
     /// A new queued task for its first trigger.
     pub fn new(thread_key: ThreadKey, subject: Subject, trigger: Trigger, permission: Permission, now: Millis) -> Task {
@@ -355,6 +374,27 @@ impl Task {
             updated_at: now,
             version: 0,
         }
+    }
+
+    /// Adds `trigger` to this still-queued task at `now`, unless its comment is already there or
+    /// the task is full. A deferred permission wins over a trusted one, so an untrusted comment
+    /// never rides along unchecked in a trusted task (two deferred authors keep the first login).
+    /// Pure: backends persist a [`Coalesce::Joined`] task with a write conditional on the old version.
+    pub fn coalesce(&mut self, trigger: &Trigger, permission: &Permission, now: Millis) -> Coalesce {
+        if trigger.comment_id.is_some() && self.triggers.iter().any(|t| t.comment_id == trigger.comment_id) {
+            return Coalesce::Known;
+        }
+        let bytes = self.triggers.iter().map(|t| t.body.len()).sum::<usize>() + trigger.body.len();
+        if self.triggers.len() >= MAX_TRIGGERS || bytes > MAX_TRIGGER_BYTES {
+            return Coalesce::Full;
+        }
+        self.triggers.push(trigger.clone());
+        if matches!(permission, Permission::Deferred { .. }) && self.permission == Permission::Trusted {
+            self.permission = permission.clone();
+        }
+        self.updated_at = now;
+        self.version += 1;
+        Coalesce::Joined
     }
 
     /// The tracker the task lives on.
@@ -606,6 +646,47 @@ mod tests {
             at: Millis(0),
         };
         Task::new(ThreadKey::new(&subject, "agent"), subject, trigger, Permission::Trusted, Millis(0))
+    }
+
+    fn comment(id: &str, body: &str) -> Trigger {
+        Trigger { comment_id: Some(id.into()), body: body.into(), ..task().triggers[0].clone() }
+    }
+
+    #[test]
+    fn coalesce_joins_until_full_and_knows_its_comments() {
+        let mut t = task();
+        assert_eq!(t.coalesce(&comment("c1", "again"), &Permission::Trusted, Millis(5)), Coalesce::Known);
+        assert_eq!(t.version, 0, "a known comment changes nothing");
+        for i in 2..=MAX_TRIGGERS {
+            assert_eq!(
+                t.coalesce(&comment(&format!("c{i}"), "more"), &Permission::Trusted, Millis(9)),
+                Coalesce::Joined
+            );
+        }
+        assert_eq!((t.triggers.len(), t.version, t.updated_at), (MAX_TRIGGERS, MAX_TRIGGERS as u64 - 1, Millis(9)));
+        let before = t.clone();
+        assert_eq!(t.coalesce(&comment("c-late", "one more"), &Permission::Trusted, Millis(10)), Coalesce::Full);
+        assert_eq!(t, before, "a full task is left as it was");
+    }
+
+    #[test]
+    fn coalesce_caps_the_bytes_of_all_triggers() {
+        let mut t = task();
+        let big = "x".repeat(MAX_TRIGGER_BYTES / 2);
+        assert_eq!(t.coalesce(&comment("c2", &big), &Permission::Trusted, Millis(1)), Coalesce::Joined);
+        assert_eq!(t.coalesce(&comment("c3", &big), &Permission::Trusted, Millis(2)), Coalesce::Full);
+        assert_eq!(t.coalesce(&comment("c4", "small"), &Permission::Trusted, Millis(3)), Coalesce::Joined);
+    }
+
+    #[test]
+    fn coalesce_keeps_the_stricter_permission() {
+        let deferred = |login: &str| Permission::Deferred { login: login.into() };
+        let mut t = task();
+        t.coalesce(&comment("c2", "x"), &deferred("mallory"), Millis(1));
+        assert_eq!(t.permission, deferred("mallory"), "an untrusted comment makes the task deferred");
+        t.coalesce(&comment("c3", "x"), &Permission::Trusted, Millis(2));
+        t.coalesce(&comment("c4", "x"), &deferred("eve"), Millis(3));
+        assert_eq!(t.permission, deferred("mallory"), "the first deferred login stays");
     }
 
     #[test]

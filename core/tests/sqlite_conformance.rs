@@ -13,7 +13,7 @@ use beckon_core::decision::{Effect, NewTrigger, ReasonCode};
 use beckon_core::event::{GithubSubject, Placement, Subject, Tracker};
 use beckon_core::ledger::{Applied, Ledger, NewDelivery, TaskFilter};
 use beckon_core::sqlite;
-use beckon_core::task::{Permission, ThreadKey, Trigger, TriggerKind};
+use beckon_core::task::{Permission, ThreadKey, Trigger, TriggerKind, MAX_TRIGGERS};
 
 async fn sqlite_backend(clock: Arc<ManualClock>) -> Backend {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -41,7 +41,8 @@ async fn two_handles_on_one_file_make_one_queued_task() {
     });
     let key = ThreadKey::new(&subject, "agent");
     let mut joins = Vec::new();
-    for i in 0..24 {
+    // As many as one task takes (MAX_TRIGGERS), so every one must land.
+    for i in 0..MAX_TRIGGERS {
         let ledger: Arc<dyn Ledger> = if i % 2 == 0 { Arc::new(one.clone()) } else { Arc::new(two.clone()) };
         let delivery = NewDelivery {
             id: format!("d{i}"),
@@ -78,5 +79,5 @@ async fn two_handles_on_one_file_make_one_queued_task() {
     let tasks = two.tasks(&TaskFilter::default()).await.expect("tasks");
     assert_eq!(tasks.len(), 1);
     let comments: BTreeSet<&str> = tasks[0].comment_ids().into_iter().collect();
-    assert_eq!(comments.len(), 24, "no trigger lost across handles");
+    assert_eq!(comments.len(), MAX_TRIGGERS, "no trigger lost across handles");
 }

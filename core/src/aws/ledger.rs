@@ -49,7 +49,7 @@ use crate::decision::{Effect, NewTrigger};
 use crate::ledger::{
     Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
 };
-use crate::task::{CancelReason, Permission, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+use crate::task::{CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
 use crate::transcript::TranscriptEntry;
 
 /// How often `apply` re-reads and retries after losing a race. Generous, because a burst of
@@ -352,20 +352,18 @@ impl DynamoLedger {
         let applied = match view.in_states(&[TaskState::Queued]).next() {
             Some(queued) => {
                 let mut task = queued.clone();
-                // A redelivered edit of a comment that already asked for this task adds nothing.
-                let known = nt.trigger.comment_id.is_some()
-                    && task.triggers.iter().any(|t| t.comment_id == nt.trigger.comment_id);
-                if !known {
-                    task.triggers.push(nt.trigger.clone());
-                    task.permission = stricter(task.permission, &nt.permission);
-                    task.updated_at = now;
-                    task.version += 1;
+                let coalesce = task.coalesce(&nt.trigger, &nt.permission, now);
+                if coalesce == Coalesce::Joined {
                     writes.push(self.put_task(&task, Some(queued.version))?);
                 }
                 if assigned.is_some() {
                     writes.push(self.update_thread(&nt.thread_key, None, assigned)?);
                 }
-                Applied::Coalesced(task)
+                match coalesce {
+                    // A redelivered edit of a comment that already asked for this task adds nothing.
+                    Coalesce::Joined | Coalesce::Known => Applied::Coalesced(task),
+                    Coalesce::Full => Applied::TaskFull(task.id),
+                }
             }
             None => {
                 let task = Task::new(
@@ -387,7 +385,7 @@ impl DynamoLedger {
         }
         let task_id = match &applied {
             Applied::Coalesced(t) | Applied::Enqueued(t) => Some(t.id.clone()),
-            Applied::KnownComment(id) => Some(id.clone()),
+            Applied::KnownComment(id) | Applied::TaskFull(id) => Some(id.clone()),
             Applied::Duplicate | Applied::Recorded | Applied::Cancelled(_) | Applied::NothingToCancel => None,
         };
         Ok(Plan { applied, task_id, writes })
@@ -449,15 +447,6 @@ impl DynamoLedger {
             .expression_attribute_values(":pk", s(items::tasks_gsi_pk(tag)))
             .scan_index_forward(false);
         self.query_all(query, limit).await?.iter().map(items::decode_task).collect()
-    }
-}
-
-/// A deferred permission check must survive coalescing (as in SQLite): an untrusted comment must
-/// not ride along unchecked in a trusted task.
-fn stricter(current: Permission, incoming: &Permission) -> Permission {
-    match incoming {
-        Permission::Deferred { .. } if current == Permission::Trusted => incoming.clone(),
-        Permission::Deferred { .. } | Permission::Trusted => current,
     }
 }
 

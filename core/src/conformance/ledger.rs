@@ -15,7 +15,7 @@ use crate::event::{GithubSubject, Placement, Subject, Tracker};
 use crate::ledger::{Applied, LedgerError, NewDelivery, TaskFilter, DELIVERY_TTL};
 use crate::task::{
     CancelReason, Permission, Task, TaskId, TaskOutcome, TaskState, ThreadKey, Transition, TransitionError, Trigger,
-    TriggerKind,
+    TriggerKind, MAX_TRIGGERS,
 };
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -81,6 +81,7 @@ async fn enqueue(b: &Backend, issue: u64, comment_id: &str) -> Task {
         | Applied::Coalesced(_)
         | Applied::Cancelled(_)
         | Applied::KnownComment(_)
+        | Applied::TaskFull(_)
         | Applied::NothingToCancel) => panic!("expected Enqueued for {comment_id}, got {other:?}"),
     }
 }
@@ -93,6 +94,7 @@ async fn coalesce(b: &Backend, issue: u64, comment_id: &str) -> Task {
         | Applied::Enqueued(_)
         | Applied::Cancelled(_)
         | Applied::KnownComment(_)
+        | Applied::TaskFull(_)
         | Applied::NothingToCancel) => panic!("expected Coalesced for {comment_id}, got {other:?}"),
     }
 }
@@ -488,6 +490,7 @@ pub async fn concurrent_triggers_coalesce(b: Backend) {
             | Applied::Recorded
             | Applied::Cancelled(_)
             | Applied::KnownComment(_)
+            | Applied::TaskFull(_)
             | Applied::NothingToCancel) => panic!("unexpected {other:?}"),
         }
     }
@@ -544,6 +547,7 @@ pub async fn concurrent_duplicate_deliveries(b: Backend) {
             | Applied::Coalesced(_)
             | Applied::Cancelled(_)
             | Applied::KnownComment(_)
+            | Applied::TaskFull(_)
             | Applied::NothingToCancel) => panic!("unexpected {other:?}"),
         }
     }
@@ -633,6 +637,30 @@ pub async fn stranded_lists_unenqueued_queued_tasks(b: Backend) {
     assert_eq!(ids(b.ledger.stranded(b.clock.now(), 1).await.expect("stranded")).len(), 1);
     step(&b, &old.id, Transition::Enqueued).await;
     assert!(b.ledger.stranded(cutoff, 10).await.expect("stranded").is_empty());
+}
+
+/// A queued task takes at most `MAX_TRIGGERS` triggers: the next request on the thread is
+/// recorded as `ignored:task_full` and changes nothing; once the task is claimed, a new request
+/// queues a follow-up as usual.
+pub async fn a_full_task_takes_no_more_triggers(b: Backend) {
+    let task = enqueue(&b, 1, "c0").await;
+    for i in 1..MAX_TRIGGERS {
+        coalesce(&b, 1, &format!("c{i}")).await;
+    }
+    let full = trigger(&b, 1, "c-over").await;
+    assert_eq!(full, Applied::TaskFull(task.id.clone()));
+    let recorded = b.ledger.delivery("d-c-over").await.expect("read").expect("recorded");
+    assert_eq!(
+        (recorded.reason, recorded.task_id),
+        (ReasonCode::Ignored(IgnoreReason::TaskFull), Some(task.id.clone()))
+    );
+    let stored = b.ledger.task(&task.id).await.expect("read").expect("task");
+    assert_eq!(stored.triggers.len(), MAX_TRIGGERS);
+    assert!(!stored.comment_ids().contains(&"c-over"));
+    assert_eq!(trigger(&b, 1, "c-over").await, Applied::Duplicate, "the refusal is recorded once");
+    run(&b, &task.id).await;
+    let follow_up = enqueue(&b, 1, "c-next").await;
+    assert_ne!(follow_up.id, task.id);
 }
 
 /// One task per triggering comment: the same comment under a new delivery id, once its task was

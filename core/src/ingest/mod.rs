@@ -356,7 +356,7 @@ impl Ingest {
                 Outcome::Accepted { reason, task_id: Some(task.id) }
             }
             Applied::Coalesced(task) => Outcome::Accepted { reason, task_id: Some(task.id) },
-            Applied::KnownComment(id) => Outcome::Accepted { reason, task_id: Some(id) },
+            Applied::KnownComment(id) | Applied::TaskFull(id) => Outcome::Accepted { reason, task_id: Some(id) },
             Applied::Cancelled(ids) => Outcome::Accepted { reason, task_id: ids.into_iter().next() },
             Applied::Recorded | Applied::NothingToCancel => Outcome::Accepted { reason, task_id: None },
         }

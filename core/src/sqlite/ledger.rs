@@ -26,7 +26,7 @@ use crate::event::Tracker;
 use crate::ledger::{
     Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
 };
-use crate::task::{CancelReason, Permission, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+use crate::task::{CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
 use crate::transcript::TranscriptEntry;
 
 use super::writer::Writer;
@@ -328,20 +328,18 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
     }
     let applied = match tasks.into_iter().find(|t| t.state == TaskState::Queued) {
         Some(mut task) => {
-            // A redelivered edit of a comment that already asked for this task adds nothing.
-            let known =
-                nt.trigger.comment_id.is_some() && task.triggers.iter().any(|t| t.comment_id == nt.trigger.comment_id);
-            if !known {
-                let expected = task.version;
-                task.triggers.push(nt.trigger.clone());
-                task.permission = stricter(task.permission, &nt.permission);
-                task.updated_at = now;
-                task.version += 1;
-                if !update_task(tx, &task, expected)? {
-                    return Err(LedgerError::Contention(format!("task {}", task.id)));
+            let expected = task.version;
+            match task.coalesce(&nt.trigger, &nt.permission, now) {
+                Coalesce::Joined => {
+                    if !update_task(tx, &task, expected)? {
+                        return Err(LedgerError::Contention(format!("task {}", task.id)));
+                    }
+                    Applied::Coalesced(task)
                 }
+                // A redelivered edit of a comment that already asked for this task adds nothing.
+                Coalesce::Known => Applied::Coalesced(task),
+                Coalesce::Full => Applied::TaskFull(task.id),
             }
-            Applied::Coalesced(task)
         }
         None => {
             let task =
@@ -369,19 +367,10 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
     }
     let id = match &applied {
         Applied::Coalesced(t) | Applied::Enqueued(t) => Some(t.id.clone()),
-        Applied::KnownComment(id) => Some(id.clone()),
+        Applied::KnownComment(id) | Applied::TaskFull(id) => Some(id.clone()),
         Applied::Duplicate | Applied::Recorded | Applied::Cancelled(_) | Applied::NothingToCancel => None,
     };
     Ok((applied, id))
-}
-
-/// A deferred permission check must survive coalescing, or an untrusted comment would ride along
-/// unchecked in a trusted task. (Two different deferred authors keep the first login.)
-fn stricter(current: Permission, incoming: &Permission) -> Permission {
-    match incoming {
-        Permission::Deferred { .. } if current == Permission::Trusted => incoming.clone(),
-        Permission::Deferred { .. } | Permission::Trusted => current,
-    }
 }
 
 fn cancel_thread(
