@@ -82,6 +82,10 @@ impl Rules {
 
     /// `body` cut to [`Rules::max_body_chars`] characters, with [`TRUNCATION_NOTE`] when cut.
     fn cap(&self, body: &str) -> String {
+        // A body of no more bytes than the cap has no more characters either: skip the walk.
+        if body.len() <= self.max_body_chars {
+            return body.to_owned();
+        }
         match body.char_indices().nth(self.max_body_chars) {
             Some((cut, _)) => format!("{}{TRUNCATION_NOTE}", &body[..cut]),
             None => body.to_owned(),
