@@ -340,6 +340,12 @@ pub const MAX_TRIGGERS: usize = 20;
 /// with the rest of the task. A first trigger is always taken (ingest caps each body).
 pub const MAX_TRIGGER_BYTES: usize = 256 * 1024;
 
+/// True when a task holding `count` triggers of `bytes` body bytes cannot take one more of
+/// `incoming` bytes. The one statement of the limits; backends may check it without decoding a task.
+pub fn is_full(count: usize, bytes: usize, incoming: usize) -> bool {
+    count >= MAX_TRIGGERS || bytes + incoming > MAX_TRIGGER_BYTES
+}
+
 /// What [`Task::coalesce`] did with a trigger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Coalesce {
@@ -384,8 +390,7 @@ impl Task {
         if trigger.comment_id.is_some() && self.triggers.iter().any(|t| t.comment_id == trigger.comment_id) {
             return Coalesce::Known;
         }
-        let bytes = self.triggers.iter().map(|t| t.body.len()).sum::<usize>() + trigger.body.len();
-        if self.triggers.len() >= MAX_TRIGGERS || bytes > MAX_TRIGGER_BYTES {
+        if is_full(self.triggers.len(), self.trigger_bytes(), trigger.body.len()) {
             return Coalesce::Full;
         }
         self.triggers.push(trigger.clone());
@@ -395,6 +400,11 @@ impl Task {
         self.updated_at = now;
         self.version += 1;
         Coalesce::Joined
+    }
+
+    /// The bytes of all trigger bodies (what [`MAX_TRIGGER_BYTES`] bounds).
+    pub fn trigger_bytes(&self) -> usize {
+        self.triggers.iter().map(|t| t.body.len()).sum()
     }
 
     /// The tracker the task lives on.

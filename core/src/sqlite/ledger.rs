@@ -26,7 +26,9 @@ use crate::event::Tracker;
 use crate::ledger::{
     Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
 };
-use crate::task::{CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
+use crate::task::{
+    self, CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError, Trigger,
+};
 use crate::transcript::TranscriptEntry;
 
 use super::writer::Writer;
@@ -313,39 +315,73 @@ impl Ledger for SqliteLedger {
     }
 }
 
-/// Coalesces `nt` into the thread's queued task, or creates one; records participation and assignment.
+/// Coalesces `nt` into the thread's queued task, or creates one; records participation and
+/// assignment. Decides from the v3 index columns (`trigger_comments`, `trigger_count`,
+/// `trigger_bytes`) and decodes only the queued task it must change.
 fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
-    let tasks = tasks_in(tx, &nt.thread_key, &TaskState::ALL)?;
+    let key = nt.thread_key.as_str();
     // One task per triggering comment: a comment that already asked for a task no longer queued
     // (dispatched, running, finished) starts nothing, whatever delivery carried it this time.
     if let Some(comment) = &nt.trigger.comment_id {
-        let holder = tasks.iter().find(|t| {
-            t.state != TaskState::Queued && t.triggers.iter().any(|tr| tr.comment_id.as_ref() == Some(comment))
-        });
-        if let Some(task) = holder {
-            return Ok((Applied::KnownComment(task.id.clone()), Some(task.id.clone())));
+        let holder: Option<String> = tx
+            .prepare_cached(
+                "SELECT t.id FROM trigger_comments AS c JOIN tasks AS t ON t.id = c.task_id
+                 WHERE c.thread_key = ?1 AND c.comment_id = ?2 AND t.state != 'queued'
+                 ORDER BY t.created_at, t.rowid LIMIT 1",
+            )?
+            .query_row([key, comment], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = holder {
+            let id = TaskId(id);
+            return Ok((Applied::KnownComment(id.clone()), Some(id)));
         }
     }
-    let applied = match tasks.into_iter().find(|t| t.state == TaskState::Queued) {
-        Some(mut task) => {
-            let expected = task.version;
-            match task.coalesce(&nt.trigger, &nt.permission, now) {
-                Coalesce::Joined => {
-                    if !update_task(tx, &task, expected)? {
-                        return Err(LedgerError::Contention(format!("task {}", task.id)));
+    let queued: Option<(String, i64, i64)> = tx
+        .prepare_cached(
+            "SELECT id, trigger_count, trigger_bytes FROM tasks WHERE thread_key = ?1 AND state = 'queued'
+             ORDER BY created_at, rowid LIMIT 1",
+        )?
+        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let applied = match queued {
+        Some((id, count, bytes)) => {
+            let known = match &nt.trigger.comment_id {
+                Some(comment) => tx
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM trigger_comments
+                                        WHERE thread_key = ?1 AND comment_id = ?2 AND task_id = ?3)",
+                    )?
+                    .query_row([key, comment, &id], |r| r.get(0))?,
+                None => false,
+            };
+            let (count, bytes) = (usize::try_from(count).unwrap_or(0), usize::try_from(bytes).unwrap_or(0));
+            if !known && task::is_full(count, bytes, nt.trigger.body.len()) {
+                // The common case for a busy thread: refused without reading the task.
+                Applied::TaskFull(TaskId(id))
+            } else {
+                let id = TaskId(id);
+                let mut task = read_task(tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
+                let expected = task.version;
+                match task.coalesce(&nt.trigger, &nt.permission, now) {
+                    Coalesce::Joined => {
+                        if !update_task(tx, &task, expected)? {
+                            return Err(LedgerError::Contention(format!("task {}", task.id)));
+                        }
+                        index_comment(tx, &task.thread_key, &nt.trigger, &task.id)?;
+                        Applied::Coalesced(task)
                     }
-                    Applied::Coalesced(task)
+                    // A redelivered edit of a comment that already asked for this task adds nothing.
+                    Coalesce::Known => Applied::Coalesced(task),
+                    Coalesce::Full => Applied::TaskFull(task.id),
                 }
-                // A redelivered edit of a comment that already asked for this task adds nothing.
-                Coalesce::Known => Applied::Coalesced(task),
-                Coalesce::Full => Applied::TaskFull(task.id),
             }
         }
         None => {
             let task =
                 Task::new(nt.thread_key.clone(), nt.subject.clone(), nt.trigger.clone(), nt.permission.clone(), now);
             tx.prepare_cached(
-                "INSERT INTO tasks (id, thread_key, state, created_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO tasks (id, thread_key, state, created_at, version, body, trigger_count, trigger_bytes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 task.id.as_str(),
@@ -354,7 +390,10 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
                 task.created_at.0,
                 version_column(task.version)?,
                 encode_task(&task)?,
+                count_column(task.triggers.len())?,
+                count_column(task.trigger_bytes())?,
             ])?;
+            index_comment(tx, &task.thread_key, &nt.trigger, &task.id)?;
             Applied::Enqueued(task)
         }
     };
@@ -420,6 +459,12 @@ fn retract(
         if !update_task(tx, &next, expected)? {
             return Err(LedgerError::Contention(format!("task {}", next.id)));
         }
+        if trimmed.as_ref() == Some(&next.id) {
+            tx.prepare_cached(
+                "DELETE FROM trigger_comments WHERE thread_key = ?1 AND comment_id = ?2 AND task_id = ?3",
+            )?
+            .execute(params![key.as_str(), comment_id, next.id.as_str()])?;
+        }
     }
     if let Some(first) = cancelled.first().cloned() {
         return Ok((Applied::Cancelled(cancelled), Some(first)));
@@ -460,11 +505,16 @@ fn read_task(tx: &Connection, id: &TaskId) -> Result<Option<Task>, LedgerError> 
 /// Writes `task` if its stored version is still `expected`; false when someone else wrote first.
 fn update_task(tx: &Connection, task: &Task, expected: u64) -> Result<bool, LedgerError> {
     let rows = tx
-        .prepare_cached("UPDATE tasks SET state = ?1, version = ?2, body = ?3 WHERE id = ?4 AND version = ?5")?
+        .prepare_cached(
+            "UPDATE tasks SET state = ?1, version = ?2, body = ?3, trigger_count = ?4, trigger_bytes = ?5
+             WHERE id = ?6 AND version = ?7",
+        )?
         .execute(params![
             task.state.as_str(),
             version_column(task.version)?,
             encode_task(task)?,
+            count_column(task.triggers.len())?,
+            count_column(task.trigger_bytes())?,
             task.id.as_str(),
             version_column(expected)?,
         ])?;
@@ -507,8 +557,44 @@ fn deliveries_where(
     .collect()
 }
 
+/// Records that `trigger`'s comment (if any) asked for `task`.
+fn index_comment(tx: &Connection, key: &ThreadKey, trigger: &Trigger, task: &TaskId) -> Result<(), LedgerError> {
+    if let Some(comment) = &trigger.comment_id {
+        tx.prepare_cached(
+            "INSERT OR IGNORE INTO trigger_comments (thread_key, comment_id, task_id) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![key.as_str(), comment, task.as_str()])?;
+    }
+    Ok(())
+}
+
+/// Fills the v3 index (trigger counts and bytes, `trigger_comments`) from the stored tasks: the
+/// schema upgrade from v2, inside the migration's transaction.
+pub(super) fn index_stored_tasks(tx: &Connection) -> Result<(), LedgerError> {
+    let bodies = {
+        let mut stmt = tx.prepare("SELECT body FROM tasks")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect::<Result<Vec<_>, _>>()?
+    };
+    for body in bodies {
+        let task = decode_task(&body)?;
+        tx.execute(
+            "UPDATE tasks SET trigger_count = ?1, trigger_bytes = ?2 WHERE id = ?3",
+            params![count_column(task.triggers.len())?, count_column(task.trigger_bytes())?, task.id.as_str()],
+        )?;
+        for trigger in &task.triggers {
+            index_comment(tx, &task.thread_key, trigger, &task.id)?;
+        }
+    }
+    Ok(())
+}
+
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
+}
+
+fn count_column(n: usize) -> Result<i64, LedgerError> {
+    i64::try_from(n).map_err(|_| LedgerError::Corrupt(format!("count {n} overflows")))
 }
 
 fn version_column(version: u64) -> Result<i64, LedgerError> {

@@ -10,6 +10,8 @@
 //! `spawn_blocking` (WAL keeps readers unblocked by the writer).
 //! Schema v1: `tasks` (queried columns + the whole task as JSON, the JSON being the record),
 //! `deliveries`, `threads` (assigned flag), `participations`, `queue_messages` (see [`SqliteQueue`]).
+//! v2: the Codex thread per conversation, `transcript`. v3: `tasks.trigger_count`/`trigger_bytes`
+//! and `trigger_comments`, so a trigger is decided without decoding the thread's tasks.
 
 mod ledger;
 mod queue;
@@ -37,7 +39,7 @@ pub const DB_FILE_NAME: &str = "beckon.sqlite3";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema this build writes; a file with a newer version is refused rather than misread.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -100,6 +102,20 @@ CREATE TABLE transcript (
 );
 ";
 
+/// Version 3: what the trigger path needs without decoding tasks: each task's trigger count and
+/// body bytes, and which comments asked for which task (filled from the stored tasks on upgrade).
+const SCHEMA_V3: &str = "
+ALTER TABLE tasks ADD COLUMN trigger_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN trigger_bytes INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE trigger_comments (
+    thread_key  TEXT NOT NULL,
+    comment_id  TEXT NOT NULL,
+    task_id     TEXT NOT NULL REFERENCES tasks (id),
+    PRIMARY KEY (thread_key, comment_id, task_id)
+);
+";
+
 /// Opens (creating and migrating when needed) the database file at `path` and returns the ledger
 /// and queue handles over it. Several `open`s of one file, in one process or several, are safe.
 /// The ledger reads "now" from `clock`; the queue uses the system clock, as SQS does.
@@ -148,6 +164,10 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     if version < 2 {
         tx.execute_batch(SCHEMA_V2)?;
     }
+    if version < 3 {
+        tx.execute_batch(SCHEMA_V3)?;
+        ledger::index_stored_tasks(&tx)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
@@ -177,5 +197,94 @@ impl From<rusqlite::Error> for LedgerError {
         } else {
             LedgerError::Unavailable(e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::params;
+
+    use super::*;
+    use crate::clock::{ManualClock, Millis};
+    use crate::decision::{Effect, NewTrigger, ReasonCode};
+    use crate::event::{GithubSubject, Placement, Subject, Tracker};
+    use crate::ledger::{Applied, Ledger, NewDelivery};
+    use crate::task::{Permission, Task, TaskState, ThreadKey, Trigger, TriggerKind};
+
+    fn subject() -> Subject {
+        Subject::Github(GithubSubject {
+            owner: "acme".into(),
+            repo: "app".into(),
+            repository_id: 1,
+            number: 3,
+            is_pull_request: false,
+            title: None,
+            installation_id: None,
+        })
+    }
+
+    fn comment(id: &str) -> Trigger {
+        Trigger {
+            delivery_id: format!("d-{id}"),
+            comment_id: Some(id.into()),
+            kind: TriggerKind::Mention,
+            author: "alice".into(),
+            body: "@agent go".into(),
+            placement: Placement::TopLevel,
+            at: Millis(1),
+        }
+    }
+
+    async fn apply(ledger: &SqliteLedger, key: &ThreadKey, id: &str) -> Applied {
+        let delivery = NewDelivery {
+            id: format!("again-{id}"),
+            tracker: Tracker::Github,
+            event: "issue_comment.created".into(),
+            thread_key: Some(key.clone()),
+            reason: ReasonCode::Enqueued,
+        };
+        let effect = Effect::Trigger(NewTrigger {
+            thread_key: key.clone(),
+            subject: subject(),
+            trigger: comment(id),
+            permission: Permission::Trusted,
+            participates_in: None,
+            marks_assigned: false,
+        });
+        ledger.apply(&delivery, &effect).await.unwrap()
+    }
+
+    /// A version 2 file (before the trigger index) with a running task asked for by two comments:
+    /// after the upgrade, those comments are known and a new one queues a follow-up.
+    #[tokio::test]
+    async fn upgrading_from_v2_indexes_the_stored_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE_NAME);
+        let key = ThreadKey::new(&subject(), "agent");
+        let mut running = Task::new(key.clone(), subject(), comment("c1"), Permission::Trusted, Millis(1));
+        running.coalesce(&comment("c2"), &Permission::Trusted, Millis(2));
+        running.state = TaskState::Running;
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(SCHEMA_V2).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute(
+                "INSERT INTO tasks (id, thread_key, state, created_at, version, body) VALUES (?1, ?2, 'running', 1, 1, ?3)",
+                params![running.id.as_str(), key.as_str(), serde_json::to_string(&running).unwrap()],
+            )
+            .unwrap();
+        }
+        let (ledger, _queue) = open(&path, Arc::new(ManualClock::new(Millis(10)))).unwrap();
+        let check = Connection::open(&path).unwrap();
+        let (version, count): (i32, i64) = check
+            .query_row("SELECT (SELECT user_version FROM pragma_user_version), trigger_count FROM tasks", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((version, count), (SCHEMA_VERSION, 2));
+        assert_eq!(apply(&ledger, &key, "c2").await, Applied::KnownComment(running.id.clone()));
+        assert_eq!(apply(&ledger, &key, "c1").await, Applied::KnownComment(running.id.clone()));
+        assert!(matches!(apply(&ledger, &key, "c3").await, Applied::Enqueued(t) if t.id != running.id));
     }
 }
