@@ -93,6 +93,9 @@ async fn a_reply_posted_but_not_marked_is_found_by_its_marker_and_not_posted_aga
     w.github.fail_next(rate_limited(30));
     github(&client(), &w.beckon.base, "issue_comment", "k-lost", &comment("@agent answer me", 1004)).await;
     let t = poll_task(&w.beckon, "the staged reply", staged_not_posted);
+    // The reply is staged before it is posted: wait for the refused POST, so the crash lands in
+    // the window this test is about (posted by the tracker's reckoning, not marked by ours).
+    wait_until(TURN_TIMEOUT, "the refused POST", || w.github.requests_to("POST", "/issues/1/comments").len() == 1);
     let marker = format!("<!-- beckon:task={};seq={} -->", t["id"].as_str().unwrap(), t["reply"]["seq"]);
     w.github.add_comment(1, &format!("{marker}\n{}", t["reply"]["body"].as_str().unwrap()), "beckon[bot]");
     let w = crash(w);
