@@ -1,9 +1,11 @@
 //! Comment → acknowledgement: `beckon serve` (release, no worker) with `BECKON_GITHUB_TOKEN` and
-//! `BECKON_GITHUB_API_URL` pointing at the GitHub double. Ingest reacts 👀 to the comment inside
-//! the webhook request (`core::ingest::ack`), through the GitHub client, whose writes are paced
-//! ≥ 1 s apart per installation and bounded by `ACK_TIMEOUT` (2.5 s). Each comment exists on the
-//! double (so the reaction is accepted) and is sent on its own issue; the delay is the double's
-//! clock at the reaction request minus the moment the webhook request was sent.
+//! `BECKON_GITHUB_API_URL` pointing at the GitHub double. `beckon serve` answers the webhook, then
+//! reacts 👀 to the comment (`core::ingest::ack`, `AckMode::Background`) through the GitHub
+//! client, whose writes are paced ≥ 1 s apart per installation and bounded by
+//! `BACKGROUND_ACK_TIMEOUT` (60 s). Each comment exists on the double (so the reaction is
+//! accepted) and is sent on its own issue; the delay is the double's clock at the reaction request
+//! minus the moment the webhook request was sent. The run waits until every comment has its
+//! reaction, or until [`DRAIN_LIMIT`] has passed since the last webhook was answered.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,6 +16,10 @@ use tokio::time::Instant;
 
 use crate::stats::{ms, quantile};
 use crate::work::World;
+
+/// How long after the last answer the run keeps watching for reactions: past the 60 s background
+/// acknowledgement bound, so a reaction that never comes is counted as missing, not cut off.
+const DRAIN_LIMIT: Duration = Duration::from_secs(65);
 
 /// One run's figures.
 pub struct AckRun {
@@ -65,15 +71,21 @@ pub async fn run(beckon: &Path, comments: usize, gap: Duration) -> anyhow::Resul
     for join in joins {
         answered.push(join.await.context("a webhook task panicked")??);
     }
-    // Every acknowledgement finishes (or is abandoned) before its webhook is answered.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut reacted = Vec::new();
-    for r in world.double.requests_to("POST", "/reactions") {
-        let id = r.path.split('/').rev().nth(1).and_then(|s| s.parse::<u64>().ok());
-        if let Some(sent) = id.and_then(|id| sent_at.get(&id)) {
-            reacted.push(r.at.saturating_duration_since(*sent));
+    // The reactions follow the answers: wait for all of them, or give up after DRAIN_LIMIT.
+    let give_up = Instant::now() + DRAIN_LIMIT;
+    let reacted = loop {
+        let mut reacted = Vec::new();
+        for r in world.double.requests_to("POST", "/reactions") {
+            let id = r.path.split('/').rev().nth(1).and_then(|s| s.parse::<u64>().ok());
+            if let Some(sent) = id.and_then(|id| sent_at.get(&id)) {
+                reacted.push(r.at.saturating_duration_since(*sent));
+            }
         }
-    }
+        if reacted.len() >= comments || Instant::now() >= give_up {
+            break reacted;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let label = if gap.is_zero() {
         format!("burst ({comments} at once)")
     } else {
