@@ -1,7 +1,8 @@
 //! Runs the port conformance suite against DynamoDB + SQS FIFO on the moto emulator, one fresh
 //! table and queue per case (unique names), plus what only the AWS backend can show: the
 //! dead-letter redrive, receive counts across visibility timeouts, the sweeper healing a failed
-//! enqueue, and `aws init` being idempotent. Every test needs moto (`scripts/test` starts it).
+//! enqueue, `aws init` being idempotent, and tracker secrets read by ARN (an unfilled one is "not
+//! configured"). Every test needs moto (`scripts/test` starts it).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 #[path = "support/moto.rs"]
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use beckon_core::aws::provision::{self, Plan};
+use beckon_core::aws::secrets::Secrets;
 use beckon_core::aws::{DynamoLedger, SqsQueue};
 use beckon_core::clock::{Clock, ManualClock};
 use beckon_core::conformance::{Backend, START};
@@ -21,6 +23,7 @@ use beckon_core::ledger::{Applied, Ledger, NewDelivery};
 use beckon_core::queue::{Queue, QueueError, QueueMessage};
 use beckon_core::sweep::{sweep, STRANDED_AFTER};
 use beckon_core::task::{Permission, TaskId, ThreadKey, Trigger, TriggerKind};
+use secrecy::ExposeSecret;
 
 async fn aws_backend(clock: Arc<ManualClock>) -> Backend {
     let config = moto::sdk_config(&moto::endpoint());
@@ -174,4 +177,26 @@ async fn init_is_idempotent_and_configures_ttl_and_redrive() {
         serde_json::from_str(attrs.get(&QueueAttributeName::RedrivePolicy).unwrap()).unwrap();
     assert_eq!(redrive["maxReceiveCount"].to_string().trim_matches('"'), "3");
     assert!(redrive["deadLetterTargetArn"].as_str().unwrap().ends_with("-dlq.fifo"));
+}
+
+/// Secrets Manager by ARN: a tracker secret the deployment created but nobody filled reads as "not
+/// configured"; a filled one reads back exactly.
+#[tokio::test]
+#[ignore = "needs moto: run scripts/test"]
+async fn an_empty_secret_is_none_and_a_filled_one_is_read() {
+    let config = moto::sdk_config(&moto::endpoint());
+    let client = aws_sdk_secretsmanager::Client::new(&config);
+    let secrets = Secrets::new(&config);
+
+    let filled = client.create_secret().name(moto::unique("filled")).secret_string("s3cret").send().await.unwrap();
+    let got = secrets.fetch_optional(filled.arn().unwrap()).await.unwrap();
+    assert_eq!(got.as_ref().map(|s| s.expose_secret()), Some("s3cret"));
+
+    // Created as the template does for the tracker credentials: no value until an operator puts one.
+    let unfilled = client.create_secret().name(moto::unique("unfilled")).send().await.unwrap();
+    assert!(secrets.fetch_optional(unfilled.arn().unwrap()).await.unwrap().is_none());
+    assert!(secrets.fetch(unfilled.arn().unwrap()).await.is_err(), "the strict read still refuses it");
+
+    let blank = client.create_secret().name(moto::unique("blank")).secret_string("\n").send().await.unwrap();
+    assert!(secrets.fetch_optional(blank.arn().unwrap()).await.unwrap().is_none());
 }

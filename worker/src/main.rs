@@ -96,11 +96,19 @@ async fn worker_main(mut settings: Settings, base_env: Vec<(String, String)>) ->
                 let (table, queue_url) = aws.backend().context("while reading the AWS backend settings")?;
                 let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
                 let secrets = Secrets::new(&sdk);
+                // A tracker whose secret has no value yet is off (a GitHub-only install never fills
+                // the Linear token); `setup::build` refuses to start with neither.
                 if let (None, Some(arn)) = (&settings.worker.github_app_private_key, &aws.github_app_private_key_arn) {
-                    settings.worker.github_app_private_key = Some(secrets.fetch(arn).await?);
+                    settings.worker.github_app_private_key = secrets.fetch_optional(arn).await?;
+                    if settings.worker.github_app_private_key.is_none() {
+                        tracing::warn!(%arn, "the GitHub App key secret has no value: GitHub is off for this worker");
+                    }
                 }
                 if let (None, Some(arn)) = (&settings.worker.linear_oauth_token, &aws.linear_oauth_token_arn) {
-                    settings.worker.linear_oauth_token = Some(secrets.fetch(arn).await?);
+                    settings.worker.linear_oauth_token = secrets.fetch_optional(arn).await?;
+                    if settings.worker.linear_oauth_token.is_none() {
+                        tracing::warn!(%arn, "the Linear token secret has no value: Linear is off for this worker");
+                    }
                 }
                 (Arc::new(DynamoLedger::new(&sdk, table, Arc::clone(&clock))), Arc::new(SqsQueue::new(&sdk, queue_url)))
             }

@@ -37,4 +37,26 @@ impl Secrets {
             .map(SecretString::from)
             .ok_or_else(|| SecretError { arn: arn.to_owned(), detail: "no SecretString".to_owned() })
     }
+
+    /// The `SecretString` of `arn`, or `None` while the secret has no value yet (the deployment
+    /// creates the tracker secrets empty; a GitHub-only install never fills the Linear one) or
+    /// holds only whitespace. Secrets Manager answers both "no such secret" and "no current value"
+    /// with `ResourceNotFoundException`, so a wrong ARN also reads as `None`: callers log the ARN.
+    ///
+    /// # Errors
+    /// [`SecretError`] when the call fails for any other reason.
+    pub async fn fetch_optional(&self, arn: &str) -> Result<Option<SecretString>, SecretError> {
+        use aws_sdk_secretsmanager::error::SdkError;
+        use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
+        match self.0.get_secret_value().secret_id(arn).send().await {
+            Ok(out) => Ok(out.secret_string.filter(|s| !s.trim().is_empty()).map(SecretString::from)),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), GetSecretValueError::ResourceNotFoundException(_)) => {
+                Ok(None)
+            }
+            Err(e) => Err(SecretError {
+                arn: arn.to_owned(),
+                detail: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),
+            }),
+        }
+    }
 }
