@@ -96,8 +96,8 @@ pub enum Applied {
     Enqueued(Task),
     /// The trigger joined this still-queued task (already on the queue).
     Coalesced(Task),
-    /// The trigger's comment already asked for this task, which is no longer queued: nothing new
-    /// is created (one task per triggering comment, whatever the delivery id).
+    /// The trigger's comment already asked for this task (queued or not): nothing changed (one task
+    /// per triggering comment, whatever the delivery id).
     KnownComment(TaskId),
     /// The thread's queued task is full ([`crate::task::Coalesce::Full`]): the trigger was not added.
     TaskFull(TaskId),

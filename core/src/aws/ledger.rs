@@ -360,8 +360,9 @@ impl DynamoLedger {
                     writes.push(self.update_thread(&nt.thread_key, None, assigned)?);
                 }
                 match coalesce {
-                    // A redelivered edit of a comment that already asked for this task adds nothing.
-                    Coalesce::Joined | Coalesce::Known => Applied::Coalesced(task),
+                    Coalesce::Joined => Applied::Coalesced(task),
+                    // A comment delivered again (a redelivered edit) adds nothing.
+                    Coalesce::Known => Applied::KnownComment(task.id),
                     Coalesce::Full => Applied::TaskFull(task.id),
                 }
             }

@@ -355,8 +355,11 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
                 None => false,
             };
             let (count, bytes) = (usize::try_from(count).unwrap_or(0), usize::try_from(bytes).unwrap_or(0));
-            if !known && task::is_full(count, bytes, nt.trigger.body.len()) {
-                // The common case for a busy thread: refused without reading the task.
+            // Both answered from the index, without reading the task: a comment delivered again,
+            // and a busy thread's full task.
+            if known {
+                Applied::KnownComment(TaskId(id))
+            } else if task::is_full(count, bytes, nt.trigger.body.len()) {
                 Applied::TaskFull(TaskId(id))
             } else {
                 let id = TaskId(id);
@@ -370,8 +373,7 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
                         index_comment(tx, &task.thread_key, &nt.trigger, &task.id)?;
                         Applied::Coalesced(task)
                     }
-                    // A redelivered edit of a comment that already asked for this task adds nothing.
-                    Coalesce::Known => Applied::Coalesced(task),
+                    Coalesce::Known => Applied::KnownComment(task.id),
                     Coalesce::Full => Applied::TaskFull(task.id),
                 }
             }
