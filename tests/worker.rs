@@ -302,7 +302,7 @@ async fn beckon_worker_runs_tasks_from_dynamodb_and_sqs() {
     let queue_url = stdout.lines().find_map(|l| l.strip_prefix("BECKON_QUEUE_URL=")).unwrap().to_owned();
 
     // Record and enqueue a signed delivery through the ingest function, on the AWS backend.
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = beckon_core::aws::config_loader()
         .endpoint_url(&endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .test_credentials()

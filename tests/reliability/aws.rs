@@ -49,7 +49,7 @@ async fn on_dynamodb_and_sqs_a_killed_worker_duplicates_and_racing_edits_keep_th
     let stdout = String::from_utf8_lossy(&init.stdout).to_string();
     let queue_url = stdout.lines().find_map(|l| l.strip_prefix("BECKON_QUEUE_URL=")).unwrap().to_owned();
 
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = beckon_core::aws::config_loader()
         .endpoint_url(&endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .test_credentials()

@@ -4,7 +4,6 @@
 //! chain, so `AWS_ENDPOINT_URL=http://127.0.0.1:4566` targets an emulator.
 
 use anyhow::Context;
-use aws_config::BehaviorVersion;
 use beckon_core::aws::provision::{self, Plan};
 use beckon_core::config::vars;
 
@@ -45,7 +44,7 @@ pub async fn run(command: AwsCommand) -> anyhow::Result<()> {
                 max_receive_count,
                 visibility_timeout_secs: visibility_timeout,
             };
-            let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+            let sdk = beckon_core::aws::config_loader().load().await;
             let done = provision::ensure(&sdk, &plan).await.context("while creating the AWS resources")?;
             let verb = if done.table_created { "created" } else { "found" };
             eprintln!("{verb} table {}; queue {} (DLQ {})", done.table_name, done.queue_url, done.dlq_url);

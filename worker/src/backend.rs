@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use aws_config::BehaviorVersion;
 use beckon_core::aws::DynamoLedger;
 use beckon_core::clock::SystemClock;
 use beckon_core::config::{AwsSettings, ConfigError, Settings};
@@ -23,6 +22,6 @@ pub async fn aws_ledger(settings: &Settings) -> Result<Option<Arc<dyn Ledger>>, 
         name: beckon_core::config::vars::TABLE_NAME,
         reason: "required with BECKON_BACKEND=aws".to_owned(),
     })?;
-    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let sdk = beckon_core::aws::config_loader().load().await;
     Ok(Some(Arc::new(DynamoLedger::new(&sdk, table, Arc::new(SystemClock)))))
 }

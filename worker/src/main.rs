@@ -94,7 +94,7 @@ async fn worker_main(mut settings: Settings, base_env: Vec<(String, String)>) ->
             Some(Backend::Aws) | None => {
                 let aws = AwsSettings::load(|k| std::env::var(k).ok());
                 let (table, queue_url) = aws.backend().context("while reading the AWS backend settings")?;
-                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let sdk = beckon_core::aws::config_loader().load().await;
                 let secrets = Secrets::new(&sdk);
                 // A tracker whose secret has no value yet is off (a GitHub-only install never fills
                 // the Linear token); `setup::build` refuses to start with neither.

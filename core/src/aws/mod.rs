@@ -6,7 +6,8 @@
 //! This module owns the one mapping from SDK errors to [`LedgerError`] / [`QueueError`]
 //! ([`ledger_error`], [`queue_error`]): throttling, 5xx, timeouts and transport failures are the
 //! retryable `Unavailable`; nothing here retries an SDK call itself (the SDK's standard retry
-//! policy already does). It must not read the environment: binaries build the `SdkConfig`.
+//! policy already does). It must not read the environment: binaries build the `SdkConfig`, from
+//! [`config_loader`] (or with [`https_client`]), since the SDK is built without its default client.
 
 mod items;
 mod ledger;
@@ -23,6 +24,22 @@ use crate::queue::QueueError;
 
 pub use ledger::DynamoLedger;
 pub use queue::{message_group_id, SqsQueue};
+
+/// The SDK's HTTP client: hyper and rustls on *ring*, the crypto library the tracker clients
+/// (reqwest, jsonwebtoken) already link, with the platform's root certificates. The SDK's
+/// `default-https-client` would be the same client on aws-lc-rs, a second crypto library (2.8 MB
+/// of the github-webhook binary, 15% of its release build), so the workspace builds the SDK without
+/// it and every `SdkConfig` gets this client instead: one without an HTTP client fails every call.
+pub fn https_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https()
+}
+
+/// `aws_config::defaults` (the standard chain: environment, profile, container or instance
+/// credentials) with [`https_client`]. The binary calls `.load()`; nothing is read before that.
+pub fn config_loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https_client())
+}
 
 /// The table's secondary index (as `infra/template.yaml` defines it).
 pub const GSI1: &str = "gsi1";

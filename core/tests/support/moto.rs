@@ -24,6 +24,7 @@ pub fn endpoint() -> String {
 pub fn sdk_config(endpoint: &str) -> SdkConfig {
     SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
+        .http_client(beckon_core::aws::https_client())
         .region(Region::new(REGION))
         .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "static")))
         .endpoint_url(endpoint)

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use beckon_core::aws::secrets::{SecretError, Secrets};
 use beckon_core::aws::{DynamoLedger, SqsQueue};
 use beckon_core::clock::{Clock, SystemClock};
@@ -75,7 +75,7 @@ impl App {
         let lookup = |k: &str| std::env::var(k).ok();
         let settings = Settings::load(lookup, None)?;
         let aws = AwsSettings::load(lookup);
-        let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+        let sdk = beckon_core::aws::config_loader().load().await;
         App::new(tracker, settings, &aws, &sdk).await
     }
 
