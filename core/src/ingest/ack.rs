@@ -73,39 +73,61 @@ pub trait Acknowledge: Send + Sync + std::fmt::Debug {
     async fn acknowledge(&self, ack: &Ack) -> Result<(), TrackerError>;
 }
 
-/// Acknowledges through the tracker clients; a tracker without a client is skipped (Ok).
-#[cfg(all(feature = "github", feature = "linear"))]
+/// Acknowledges through the tracker clients; a tracker without a client is skipped (Ok), and so is
+/// a tracker whose feature (`github`, `linear`) this build leaves out: each Lambda function links
+/// only its own tracker's client.
 #[derive(Debug, Default)]
 pub struct TrackerAck {
     /// The GitHub client (App or token), if configured.
+    #[cfg(feature = "github")]
     pub github: Option<crate::tracker::github::GithubClient>,
     /// The Linear client, if configured.
+    #[cfg(feature = "linear")]
     pub linear: Option<crate::tracker::linear::LinearClient>,
 }
 
-#[cfg(all(feature = "github", feature = "linear"))]
 #[async_trait]
 impl Acknowledge for TrackerAck {
     async fn acknowledge(&self, ack: &Ack) -> Result<(), TrackerError> {
-        use crate::tracker::linear::ActivityContent;
-        use crate::tracker::Reaction;
         match ack {
-            Ack::GithubComment { subject, comment_id, review } => {
-                let Some(client) = &self.github else { return Ok(()) };
-                // Narrowed to the one repository (an App mints an installation token for it).
-                let scoped = client.for_task(&Subject::Github(subject.clone())).await?;
-                let reacted = scoped.react_to_comment(subject, comment_id, *review, Reaction::Eyes).await;
-                if let Err(e) = scoped.revoke().await {
-                    tracing::debug!(error = %e, "could not revoke the acknowledgement's token");
-                }
-                reacted
-            }
-            Ack::LinearSession { session_id } => {
-                let Some(client) = &self.linear else { return Ok(()) };
-                let thought = ActivityContent::Thought { body: FIRST_THOUGHT.to_owned() };
-                client.agent_activity_create(session_id, &thought, false).await.map(drop)
-            }
+            Ack::GithubComment { subject, comment_id, review } => self.github_eyes(subject, comment_id, *review).await,
+            Ack::LinearSession { session_id } => self.linear_thought(session_id).await,
         }
+    }
+}
+
+impl TrackerAck {
+    /// 👀 on the comment, through a token narrowed to its repository.
+    #[cfg(feature = "github")]
+    async fn github_eyes(&self, subject: &GithubSubject, comment_id: &str, review: bool) -> Result<(), TrackerError> {
+        use crate::tracker::Reaction;
+        let Some(client) = &self.github else { return Ok(()) };
+        // Narrowed to the one repository (an App mints an installation token for it).
+        let scoped = client.for_task(&Subject::Github(subject.clone())).await?;
+        let reacted = scoped.react_to_comment(subject, comment_id, review, Reaction::Eyes).await;
+        if let Err(e) = scoped.revoke().await {
+            tracing::debug!(error = %e, "could not revoke the acknowledgement's token");
+        }
+        reacted
+    }
+
+    #[cfg(not(feature = "github"))]
+    async fn github_eyes(&self, _: &GithubSubject, _: &str, _: bool) -> Result<(), TrackerError> {
+        Ok(())
+    }
+
+    /// The first thought in the agent session.
+    #[cfg(feature = "linear")]
+    async fn linear_thought(&self, session_id: &str) -> Result<(), TrackerError> {
+        use crate::tracker::linear::ActivityContent;
+        let Some(client) = &self.linear else { return Ok(()) };
+        let thought = ActivityContent::Thought { body: FIRST_THOUGHT.to_owned() };
+        client.agent_activity_create(session_id, &thought, false).await.map(drop)
+    }
+
+    #[cfg(not(feature = "linear"))]
+    async fn linear_thought(&self, _: &str) -> Result<(), TrackerError> {
+        Ok(())
     }
 }
 

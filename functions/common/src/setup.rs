@@ -14,7 +14,9 @@ use beckon_core::clock::{Clock, SystemClock};
 use beckon_core::config::{AwsSettings, ConfigError, Settings};
 use beckon_core::event::Tracker;
 use beckon_core::ingest::{AckMode, Ingest, IngestConfig, LINEAR_REPLAY_WINDOW};
+#[cfg(feature = "github")]
 use beckon_core::tracker::github::{GithubApp, GithubAuth, GithubClient, GithubConfig};
+#[cfg(feature = "linear")]
 use beckon_core::tracker::linear::{LinearAuth, LinearClient, LinearConfig};
 use beckon_core::tracker::TrackerError;
 use lambda_runtime::Diagnostic;
@@ -22,8 +24,10 @@ use lambda_runtime::Diagnostic;
 use beckon_core::ingest::ack::TrackerAck;
 
 /// GitHub's public API, when `BECKON_GITHUB_API_URL` is unset.
+#[cfg(feature = "github")]
 const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
 /// Linear's GraphQL endpoint, when `BECKON_LINEAR_API_URL` is unset.
+#[cfg(feature = "linear")]
 const DEFAULT_LINEAR_API_URL: &str = "https://api.linear.app/graphql";
 
 /// What one warm function holds.
@@ -47,6 +51,9 @@ pub enum SetupError {
     /// A tracker client could not be built (a bad App key).
     #[error("tracker client: {0}")]
     Tracker(#[from] TrackerError),
+    /// This build leaves out the tracker's client (each function enables only its own feature).
+    #[error("this function was built without beckon-functions' `{0}` feature")]
+    NotBuilt(Tracker),
 }
 
 /// The one mapping from a failed cold start to what Lambda reports.
@@ -55,7 +62,7 @@ impl From<SetupError> for Diagnostic {
         let kind = match &e {
             SetupError::Config(_) => "Beckon.Config",
             SetupError::Secret(_) => "Beckon.Secret",
-            SetupError::Tracker(_) => "Beckon.Tracker",
+            SetupError::Tracker(_) | SetupError::NotBuilt(_) => "Beckon.Tracker",
         };
         Diagnostic { error_type: kind.to_owned(), error_message: e.to_string() }
     }
@@ -99,33 +106,14 @@ impl App {
                     settings.github_secrets.insert(0, secrets.fetch(arn).await?);
                     settings.github_secrets.truncate(2);
                 }
-                let auth = match (&aws.github_app_id, &aws.github_app_private_key_arn, &aws.github_token) {
-                    (Some(app_id), Some(arn), _) => {
-                        Some(GithubAuth::App(GithubApp::from_pem(app_id.clone(), &secrets.fetch(arn).await?)?))
-                    }
-                    (_, _, Some(token)) => Some(GithubAuth::Token(token.clone())),
-                    (None, _, None) | (Some(_), None, None) => None,
-                };
-                if let Some(auth) = auth {
-                    let url = aws.github_api_url.as_deref().unwrap_or(DEFAULT_GITHUB_API_URL);
-                    ack.github = Some(GithubClient::new(GithubConfig::new(url), auth, clock.clone())?);
-                }
+                github_ack(&mut ack, aws, &secrets, &clock).await?;
             }
             Tracker::Linear => {
                 if let Some(arn) = &aws.linear_webhook_secret_arn {
                     settings.linear_secrets.insert(0, secrets.fetch(arn).await?);
                     settings.linear_secrets.truncate(2);
                 }
-                let token = match (&aws.linear_oauth_token, &aws.linear_oauth_token_arn) {
-                    (Some(token), _) => Some(token.clone()),
-                    (None, Some(arn)) => Some(secrets.fetch(arn).await?),
-                    (None, None) => None,
-                };
-                if let Some(token) = token {
-                    let url = aws.linear_api_url.as_deref().unwrap_or(DEFAULT_LINEAR_API_URL);
-                    ack.linear =
-                        Some(LinearClient::new(LinearConfig::new(url), LinearAuth::OAuth(token), clock.clone())?);
-                }
+                linear_ack(&mut ack, aws, &secrets, &clock).await?;
             }
         }
         let config = IngestConfig {
@@ -140,4 +128,56 @@ impl App {
         let ingest = Ingest::new(config, ledger, queue, clock).with_ack(Arc::new(ack), AckMode::Inline);
         Ok(App { tracker, ingest })
     }
+}
+
+/// The 👀 client: a GitHub App (its key from Secrets Manager) or a token; none without either.
+#[cfg(feature = "github")]
+async fn github_ack(
+    ack: &mut TrackerAck,
+    aws: &AwsSettings,
+    secrets: &Secrets,
+    clock: &Arc<dyn Clock>,
+) -> Result<(), SetupError> {
+    let auth = match (&aws.github_app_id, &aws.github_app_private_key_arn, &aws.github_token) {
+        (Some(app_id), Some(arn), _) => {
+            Some(GithubAuth::App(GithubApp::from_pem(app_id.clone(), &secrets.fetch(arn).await?)?))
+        }
+        (_, _, Some(token)) => Some(GithubAuth::Token(token.clone())),
+        (None, _, None) | (Some(_), None, None) => None,
+    };
+    if let Some(auth) = auth {
+        let url = aws.github_api_url.as_deref().unwrap_or(DEFAULT_GITHUB_API_URL);
+        ack.github = Some(GithubClient::new(GithubConfig::new(url), auth, clock.clone())?);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "github"))]
+async fn github_ack(_: &mut TrackerAck, _: &AwsSettings, _: &Secrets, _: &Arc<dyn Clock>) -> Result<(), SetupError> {
+    Err(SetupError::NotBuilt(Tracker::Github))
+}
+
+/// The first-thought client: the app's OAuth token, from the environment or Secrets Manager.
+#[cfg(feature = "linear")]
+async fn linear_ack(
+    ack: &mut TrackerAck,
+    aws: &AwsSettings,
+    secrets: &Secrets,
+    clock: &Arc<dyn Clock>,
+) -> Result<(), SetupError> {
+    let token = match (&aws.linear_oauth_token, &aws.linear_oauth_token_arn) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(arn)) => Some(secrets.fetch(arn).await?),
+        (None, None) => None,
+    };
+    if let Some(token) = token {
+        let url = aws.linear_api_url.as_deref().unwrap_or(DEFAULT_LINEAR_API_URL);
+        ack.linear = Some(LinearClient::new(LinearConfig::new(url), LinearAuth::OAuth(token), clock.clone())?);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "linear"))]
+async fn linear_ack(_: &mut TrackerAck, _: &AwsSettings, _: &Secrets, _: &Arc<dyn Clock>) -> Result<(), SetupError> {
+    Err(SetupError::NotBuilt(Tracker::Linear))
 }
