@@ -1,4 +1,4 @@
-//! Lambda function cost: the release `github-webhook` binary, and beside it the same handler logic
+//! Lambda function cost: the `github-webhook` binary as deployed (profile `release-lambda`), and beside it the same handler logic
 //! on Node.js (`tests/bench/peer/lambda.mjs`), each driven through a minimal Lambda Runtime API
 //! served here (`/2018-06-01/runtime/invocation/next`, `…/{id}/response`, `…/{id}/error`), the
 //! protocol `functions/support/runtime_api.rs` serves in the function's tests. Both record in a
@@ -267,7 +267,7 @@ pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first
 pub fn rows(binary: &Path, rust: &Cost, node: &Cost) -> anyhow::Result<Vec<String>> {
     let size = std::fs::metadata(binary).with_context(|| format!("while reading {}", binary.display()))?.len();
     let mut out = vec![format!(
-        "| Lambda github-webhook binary (release, stripped, x86_64-unknown-linux-gnu; the deployed arm64 build is not buildable here) | {:.1} MiB ({size} B) (target < 10 MB) |",
+        "| Lambda github-webhook binary (profile `release-lambda`, stripped, x86_64-unknown-linux-gnu; the deployed arm64 build is not buildable here) | {:.1} MiB ({size} B) (target < 10 MB) |",
         size as f64 / 1048576.0
     )];
     for c in [rust, node] {
