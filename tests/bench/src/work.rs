@@ -349,7 +349,7 @@ impl Latency {
             out.push(row(name, samples));
         }
         out.push(format!(
-            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}): the first request to the GitHub double after the webhook was sent (the 👀 acknowledgement, since it runs inside ingest) |",
+            "| comment → first tracker request ({}) | p50 {} / p99 {} (n={}): the first request to the GitHub double after the webhook was sent (the 👀 acknowledgement, sent right after ingest answers) |",
             self.first_tracker_path,
             ms(quantile(&self.first_tracker_request, 0.5)),
             ms(quantile(&self.first_tracker_request, 0.99)),
