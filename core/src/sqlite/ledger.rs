@@ -572,23 +572,30 @@ fn index_comment(tx: &Connection, key: &ThreadKey, trigger: &Trigger, task: &Tas
 
 /// Fills the v3 index (trigger counts and bytes, `trigger_comments`) from the stored tasks: the
 /// schema upgrade from v2, inside the migration's transaction.
+/// Pages through the tasks by rowid, so a large file is never held in memory at once.
 pub(super) fn index_stored_tasks(tx: &Connection) -> Result<(), LedgerError> {
-    let bodies = {
-        let mut stmt = tx.prepare("SELECT body FROM tasks")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        rows.collect::<Result<Vec<_>, _>>()?
-    };
-    for body in bodies {
-        let task = decode_task(&body)?;
-        tx.execute(
-            "UPDATE tasks SET trigger_count = ?1, trigger_bytes = ?2 WHERE id = ?3",
-            params![count_column(task.triggers.len())?, count_column(task.trigger_bytes())?, task.id.as_str()],
-        )?;
-        for trigger in &task.triggers {
-            index_comment(tx, &task.thread_key, trigger, &task.id)?;
+    const PAGE: i64 = 1000;
+    let mut after = 0_i64;
+    loop {
+        let page = {
+            let mut stmt =
+                tx.prepare_cached("SELECT rowid, body FROM tasks WHERE rowid > ?1 ORDER BY rowid LIMIT ?2")?;
+            let rows = stmt.query_map([after, PAGE], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+            rows.collect::<Result<Vec<_>, _>>()?
+        };
+        let Some(&(last, _)) = page.last() else { return Ok(()) };
+        for (_, body) in page {
+            let task = decode_task(&body)?;
+            tx.execute(
+                "UPDATE tasks SET trigger_count = ?1, trigger_bytes = ?2 WHERE id = ?3",
+                params![count_column(task.triggers.len())?, count_column(task.trigger_bytes())?, task.id.as_str()],
+            )?;
+            for trigger in &task.triggers {
+                index_comment(tx, &task.thread_key, trigger, &task.id)?;
+            }
         }
+        after = last;
     }
-    Ok(())
 }
 
 fn placeholders(n: usize) -> String {

@@ -274,15 +274,28 @@ mod tests {
                 params![running.id.as_str(), key.as_str(), serde_json::to_string(&running).unwrap()],
             )
             .unwrap();
+            // More tasks than the upgrade reads per page, each asked for by one comment.
+            for n in 0..2500 {
+                let other =
+                    Task::new(key.clone(), subject(), comment(&format!("old-{n}")), Permission::Trusted, Millis(0));
+                conn.execute(
+                    "INSERT INTO tasks (id, thread_key, state, created_at, version, body) VALUES (?1, ?2, 'completed', 0, 1, ?3)",
+                    params![other.id.as_str(), key.as_str(), serde_json::to_string(&other).unwrap()],
+                )
+                .unwrap();
+            }
         }
         let (ledger, _queue) = open(&path, Arc::new(ManualClock::new(Millis(10)))).unwrap();
         let check = Connection::open(&path).unwrap();
-        let (version, count): (i32, i64) = check
-            .query_row("SELECT (SELECT user_version FROM pragma_user_version), trigger_count FROM tasks", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+        let (version, count, indexed): (i32, i64, i64) = check
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), trigger_count,
+                        (SELECT COUNT(*) FROM trigger_comments) FROM tasks WHERE id = ?1",
+                [running.id.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .unwrap();
-        assert_eq!((version, count), (SCHEMA_VERSION, 2));
+        assert_eq!((version, count, indexed), (SCHEMA_VERSION, 2, 2502));
         assert_eq!(apply(&ledger, &key, "c2").await, Applied::KnownComment(running.id.clone()));
         assert_eq!(apply(&ledger, &key, "c1").await, Applied::KnownComment(running.id.clone()));
         assert!(matches!(apply(&ledger, &key, "c3").await, Applied::Enqueued(t) if t.id != running.id));
