@@ -320,14 +320,15 @@ impl Ledger for SqliteLedger {
 /// `trigger_bytes`) and decodes only the queued task it must change.
 fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Option<TaskId>), LedgerError> {
     let key = nt.thread_key.as_str();
-    // One task per triggering comment: a comment that already asked for a task no longer queued
-    // (dispatched, running, finished) starts nothing, whatever delivery carried it this time.
+    // One task per triggering comment: a comment that already asked for a task of this thread, in
+    // any state, changes nothing, whatever delivery carried it this time (a task no longer queued
+    // is named first, should an old file hold the comment twice).
     if let Some(comment) = &nt.trigger.comment_id {
         let holder: Option<String> = tx
             .prepare_cached(
                 "SELECT t.id FROM trigger_comments AS c JOIN tasks AS t ON t.id = c.task_id
-                 WHERE c.thread_key = ?1 AND c.comment_id = ?2 AND t.state != 'queued'
-                 ORDER BY t.created_at, t.rowid LIMIT 1",
+                 WHERE c.thread_key = ?1 AND c.comment_id = ?2
+                 ORDER BY t.state = 'queued', t.created_at, t.rowid LIMIT 1",
             )?
             .query_row([key, comment], |r| r.get(0))
             .optional()?;
@@ -344,38 +345,30 @@ fn trigger(tx: &Connection, nt: &NewTrigger, now: Millis) -> Result<(Applied, Op
         .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     let applied = match queued {
-        Some((id, count, bytes)) => {
-            let known = match &nt.trigger.comment_id {
-                Some(comment) => tx
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM trigger_comments
-                                        WHERE thread_key = ?1 AND comment_id = ?2 AND task_id = ?3)",
-                    )?
-                    .query_row([key, comment, &id], |r| r.get(0))?,
-                None => false,
-            };
-            let (count, bytes) = (usize::try_from(count).unwrap_or(0), usize::try_from(bytes).unwrap_or(0));
-            // Both answered from the index, without reading the task: a comment delivered again,
-            // and a busy thread's full task.
-            if known {
-                Applied::KnownComment(TaskId(id))
-            } else if task::is_full(count, bytes, nt.trigger.body.len()) {
-                Applied::TaskFull(TaskId(id))
-            } else {
-                let id = TaskId(id);
-                let mut task = read_task(tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
-                let expected = task.version;
-                match task.coalesce(&nt.trigger, &nt.permission, now) {
-                    Coalesce::Joined => {
-                        if !update_task(tx, &task, expected)? {
-                            return Err(LedgerError::Contention(format!("task {}", task.id)));
-                        }
-                        index_comment(tx, &task.thread_key, &nt.trigger, &task.id)?;
-                        Applied::Coalesced(task)
+        // A busy thread's full task is refused from the index, without reading the task.
+        Some((id, count, bytes))
+            if task::is_full(
+                usize::try_from(count).unwrap_or(0),
+                usize::try_from(bytes).unwrap_or(0),
+                nt.trigger.body.len(),
+            ) =>
+        {
+            Applied::TaskFull(TaskId(id))
+        }
+        Some((id, _, _)) => {
+            let id = TaskId(id);
+            let mut task = read_task(tx, &id)?.ok_or_else(|| LedgerError::NotFound(id.clone()))?;
+            let expected = task.version;
+            match task.coalesce(&nt.trigger, &nt.permission, now) {
+                Coalesce::Joined => {
+                    if !update_task(tx, &task, expected)? {
+                        return Err(LedgerError::Contention(format!("task {}", task.id)));
                     }
-                    Coalesce::Known => Applied::KnownComment(task.id),
-                    Coalesce::Full => Applied::TaskFull(task.id),
+                    index_comment(tx, &task.thread_key, &nt.trigger, &task.id)?;
+                    Applied::Coalesced(task)
                 }
+                Coalesce::Known => Applied::KnownComment(task.id),
+                Coalesce::Full => Applied::TaskFull(task.id),
             }
         }
         None => {
