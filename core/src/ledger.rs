@@ -49,6 +49,21 @@ pub struct ThreadSnapshot {
     pub codex_thread_id: Option<String>,
 }
 
+/// The thread a delivery concerns, as [`Ledger::decide_and_apply`] reads it for the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadQuery {
+    /// The thread.
+    pub key: ThreadKey,
+    /// The comment-thread root whose participation the rules need, if any.
+    pub root_id: Option<String>,
+    /// Runs created at or after this count against the budget.
+    pub window_start: Millis,
+}
+
+/// The trigger rules as [`Ledger::decide_and_apply`] runs them: a thread snapshot in, the delivery
+/// to record and the effect to apply out. Pure; it may run on the store's own thread.
+pub type Decide = Box<dyn FnOnce(&ThreadSnapshot) -> (NewDelivery, Effect) + Send>;
+
 /// A delivery, as handed to [`Ledger::apply`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewDelivery {
@@ -190,6 +205,32 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`LedgerError::Unavailable`] / [`LedgerError::Contention`] (retryable; nothing was written).
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError>;
+
+    /// Reads the snapshot of `thread` (an empty one for `None`), lets `decide` turn it into a
+    /// delivery and an effect, and applies them as [`Ledger::apply`] does. Returns what was
+    /// applied and the delivery's reason as `decide` gave it (the final reason is
+    /// [`Applied::reason`] of it).
+    ///
+    /// The default reads, then applies: between the two another writer may change the thread,
+    /// and `apply` copes with that as it does for any caller (its writes are conditional), but
+    /// the decision itself was taken on the older snapshot. A backend that can run all three in
+    /// one transaction overrides this, so the decision is taken on the state it is applied to.
+    ///
+    /// # Errors
+    /// As [`Ledger::thread`] and [`Ledger::apply`]; nothing was written.
+    async fn decide_and_apply(
+        &self,
+        thread: Option<ThreadQuery>,
+        decide: Decide,
+    ) -> Result<(Applied, ReasonCode), LedgerError> {
+        let snapshot = match &thread {
+            Some(q) => self.thread(&q.key, q.root_id.as_deref(), q.window_start).await?,
+            None => ThreadSnapshot::default(),
+        };
+        let (delivery, effect) = decide(&snapshot);
+        let applied = self.apply(&delivery, &effect).await?;
+        Ok((applied, delivery.reason))
+    }
 
     /// Applies `transition` to task `id` conditionally (see the module docs) and returns the new task.
     ///

@@ -148,14 +148,27 @@ async fn webhook(ingest: &Ingest, tracker: Tracker, header_map: HeaderMap, body:
     if declared.is_some_and(|n| n > limit as u64) {
         return respond(ingest.refuse(tracker, &headers, Rejection::TooLarge { limit }));
     }
-    let body = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes().to_vec(),
+    let body = match read_body(body, limit, declared).await {
+        Ok(body) => body,
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return respond(ingest.refuse(tracker, &headers, Rejection::TooLarge { limit }));
         }
         Err(_) => return respond(ingest.refuse(tracker, &headers, Rejection::BodyUnreadable)),
     };
     respond(ingest.handle(WebhookRequest { tracker, headers, body }).await)
+}
+
+/// The whole body, at most `limit` bytes, copied once from the connection's buffers into one
+/// vector sized by the declared length (already checked against `limit`).
+async fn read_body(body: Body, limit: usize, declared: Option<u64>) -> Result<Vec<u8>, axum::BoxError> {
+    let mut body = Limited::new(body, limit);
+    let mut bytes = Vec::with_capacity(declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0));
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
 }
 
 fn respond(outcome: Outcome) -> Response {

@@ -6,13 +6,14 @@
 //! backend needs a tie-breaker beyond `created_at`.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Backend;
 use crate::clock::Clock;
 use crate::decision::{Effect, IgnoreReason, NewTrigger, ReasonCode};
 use crate::event::{GithubSubject, Placement, Subject, Tracker};
-use crate::ledger::{Applied, LedgerError, NewDelivery, TaskFilter, DELIVERY_TTL};
+use crate::ledger::{Applied, Decide, LedgerError, NewDelivery, TaskFilter, ThreadQuery, ThreadSnapshot, DELIVERY_TTL};
 use crate::task::{
     CancelReason, Permission, Task, TaskId, TaskOutcome, TaskState, ThreadKey, Transition, TransitionError, Trigger,
     TriggerKind, MAX_TRIGGERS,
@@ -693,4 +694,52 @@ pub async fn a_known_comment_never_starts_a_second_task(b: Backend) {
     // Another comment on the thread still starts a follow-up.
     b.clock.advance(TICK);
     enqueue(&b, 1, "c2").await;
+}
+
+/// `decide_and_apply` hands the rules the snapshot of the thread asked about (an empty one when
+/// none was), applies what they return, and reports the rules' reason beside what was applied;
+/// the stored reason is the refined one, and a repeated delivery id changes nothing.
+pub async fn decide_and_apply_runs_the_rules_on_the_thread(b: Backend) {
+    let seen = Arc::new(Mutex::new(Vec::<ThreadSnapshot>::new()));
+    let decide_trigger = |delivery_id: &'static str, comment_id: &'static str| -> Decide {
+        let seen = Arc::clone(&seen);
+        let nt = new_trigger(&b, 1, delivery_id, comment_id);
+        Box::new(move |snapshot: &ThreadSnapshot| {
+            seen.lock().unwrap().push(snapshot.clone());
+            (delivery(delivery_id, 1, ReasonCode::Enqueued), Effect::Trigger(nt))
+        })
+    };
+    let query = || Some(ThreadQuery { key: key(1), root_id: None, window_start: super::START });
+
+    let (first, reason) = b.ledger.decide_and_apply(query(), decide_trigger("d-1", "c1")).await.expect("first");
+    let Applied::Enqueued(task) = first else { panic!("expected Enqueued, got {first:?}") };
+    assert_eq!(reason, ReasonCode::Enqueued);
+    b.clock.advance(TICK);
+    let (second, reason) = b.ledger.decide_and_apply(query(), decide_trigger("d-2", "c2")).await.expect("second");
+    assert!(matches!(&second, Applied::Coalesced(t) if t.id == task.id), "{second:?}");
+    assert_eq!((reason, second.reason(reason)), (ReasonCode::Enqueued, ReasonCode::Coalesced));
+    let recorded = b.ledger.delivery("d-2").await.expect("read").expect("recorded");
+    assert_eq!((recorded.reason, recorded.task_id), (ReasonCode::Coalesced, Some(task.id.clone())));
+    let (again, _) = b.ledger.decide_and_apply(query(), decide_trigger("d-2", "c2")).await.expect("again");
+    assert_eq!(again, Applied::Duplicate);
+    assert_eq!(stored(&b, &task.id).await.comment_ids(), vec!["c1", "c2"], "the repeat added nothing");
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0], ThreadSnapshot::default(), "an empty thread");
+        assert_eq!((seen[1].queued.as_ref(), seen[1].runs_in_window), (Some(&task.id), 1));
+    }
+
+    // No thread: the rules see an empty snapshot and their reason is stored as given.
+    let ignored = ReasonCode::Ignored(IgnoreReason::Unrouted);
+    let saw = Arc::new(Mutex::new(None));
+    let saw_in = Arc::clone(&saw);
+    let decide: Decide = Box::new(move |snapshot: &ThreadSnapshot| {
+        *saw_in.lock().unwrap() = Some(snapshot.clone());
+        let d = NewDelivery { thread_key: None, ..delivery("d-unrouted", 1, ignored) };
+        (d, Effect::Nothing)
+    });
+    let (applied, reason) = b.ledger.decide_and_apply(None, decide).await.expect("unrouted");
+    assert_eq!((applied, reason), (Applied::Recorded, ignored));
+    assert_eq!(saw.lock().unwrap().clone(), Some(ThreadSnapshot::default()));
+    assert_eq!(b.ledger.delivery("d-unrouted").await.expect("read").expect("recorded").reason, ignored);
 }

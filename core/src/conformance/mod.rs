@@ -105,6 +105,9 @@ pub const CASES: &[(&str, Case)] = &[
         Box::pin(ledger::a_known_comment_never_starts_a_second_task(b))
     }),
     ("ledger::a_full_task_takes_no_more_triggers", |b| Box::pin(ledger::a_full_task_takes_no_more_triggers(b))),
+    ("ledger::decide_and_apply_runs_the_rules_on_the_thread", |b| {
+        Box::pin(ledger::decide_and_apply_runs_the_rules_on_the_thread(b))
+    }),
     ("queue::send_receive_delete", |b| Box::pin(queue::send_receive_delete(b))),
     ("queue::send_dedupes_by_task_id", |b| Box::pin(queue::send_dedupes_by_task_id(b))),
     ("queue::group_order_and_blocking", |b| Box::pin(queue::group_order_and_blocking(b))),
@@ -144,7 +147,8 @@ macro_rules! conformance_tests {
                 task_listing_filters_and_order, concurrent_triggers_coalesce, concurrent_claims_have_one_winner,
                 concurrent_duplicate_deliveries, outbox_survives_reclaim, transcript_is_ordered_and_idempotent,
                 codex_thread_is_remembered_per_thread, stranded_lists_unenqueued_queued_tasks,
-                a_known_comment_never_starts_a_second_task, a_full_task_takes_no_more_triggers;
+                a_known_comment_never_starts_a_second_task, a_full_task_takes_no_more_triggers,
+                decide_and_apply_runs_the_rules_on_the_thread;
             queue: send_receive_delete, send_dedupes_by_task_id, group_order_and_blocking, groups_run_in_parallel,
                 visibility_timeout_redelivers, extend_keeps_hidden, long_poll_wakes_on_send, empty_receive_waits
         }

@@ -52,11 +52,21 @@ impl DecodeError {
 
 /// Parses `json` into a wire type, naming the failing field path on error. Every webhook body is a
 /// JSON object: anything else (serde would accept an array for a struct) and trailing garbage after
-/// the document are refused too.
+/// the document are refused too. Parses without tracking the path first (most bodies are fine);
+/// only a body that fails is parsed again, tracking it, for the error's detail.
 pub(crate) fn from_json<T: DeserializeOwned>(json: &[u8]) -> Result<T, DecodeError> {
     if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(DecodeError::malformed(".: expected a JSON object"));
     }
+    serde_json::from_slice(json).map_err(|plain| match from_json_traced::<T>(json) {
+        Err(traced) => traced,
+        // Cannot happen (the same bytes, the same type); keep the untraced message if it does.
+        Ok(_) => DecodeError::malformed(format!(".: {plain}")),
+    })
+}
+
+/// [`from_json`]'s slow path: the same parse, naming the failing field path.
+fn from_json_traced<T: DeserializeOwned>(json: &[u8]) -> Result<T, DecodeError> {
     let mut de = serde_json::Deserializer::from_slice(json);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();

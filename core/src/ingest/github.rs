@@ -3,9 +3,11 @@
 //! Owns the content-type handling ([`payload_bytes`]: JSON or the form field `payload`) and the
 //! mapping from `X-GitHub-Event` + `action` to [`EventKind`]. It runs after `verify::github` and
 //! decides nothing about triggering: bots, mentions and permissions are the trigger stage's job.
-//! Routing is two-step: a lenient envelope read gives `action`; only routed pairs are parsed into
-//! the typed [`payload`] shapes, so `ping`, installation events, unknown event names and new actions
-//! become [`EventKind::Unrouted`] whatever else they carry. Choices: the repository owner falls back
+//! Routing reads the body once in the common case: an event name that can route is parsed straight
+//! into its typed [`payload`] shape, which carries `action`; only when that fails is the lenient
+//! envelope read, to tell a malformed routed delivery (refused) from an unrouted action of another
+//! shape (accepted). So `ping`, installation events, unknown event names and new actions become
+//! [`EventKind::Unrouted`] whatever else they carry. Choices: the repository owner falls back
 //! to the `full_name` prefix; `issues.assigned` without an `assignee` is malformed, since the change
 //! cannot be stated; `edited` deliveries without `changes.body` keep `previous_body: None`.
 
@@ -59,15 +61,55 @@ pub fn payload_bytes<'b>(content_type: Option<&str>, body: &'b [u8]) -> Result<C
 /// [`DecodeError::Malformed`] when `json` is not a JSON object, or a routed event lacks a field it
 /// needs or has one of the wrong type; the detail names the field path.
 pub fn decode(event_name: &str, delivery_id: &str, json: &[u8]) -> Result<Event, DecodeError> {
-    let envelope: payload::Envelope = from_json(json)?;
-    let action = envelope.action.as_deref().unwrap_or_default();
-    let kind = match Route::of(event_name, action) {
-        Route::IssueComment(verb) => issue_comment(verb, from_json(json)?)?,
-        Route::ReviewComment(verb) => review_comment(verb, from_json(json)?)?,
-        Route::Assignment(verb) => assignment(verb, from_json(json)?)?,
-        Route::Unrouted => EventKind::Unrouted(Unrouted { event: event_name.to_owned(), action: envelope.action }),
+    let unrouted = |action| EventKind::Unrouted(Unrouted { event: event_name.to_owned(), action });
+    let kind = match event_name {
+        "issue_comment" => match typed::<payload::IssueCommentPayload>(event_name, json, |p| p.action.as_deref())? {
+            Typed::Routed(Route::IssueComment(verb), p) => issue_comment(verb, p)?,
+            Typed::Routed(_, p) => unrouted(p.action),
+            Typed::Unrouted(action) => unrouted(action),
+        },
+        "pull_request_review_comment" => {
+            match typed::<payload::ReviewCommentPayload>(event_name, json, |p| p.action.as_deref())? {
+                Typed::Routed(Route::ReviewComment(verb), p) => review_comment(verb, p)?,
+                Typed::Routed(_, p) => unrouted(p.action),
+                Typed::Unrouted(action) => unrouted(action),
+            }
+        }
+        "issues" => match typed::<payload::IssuesPayload>(event_name, json, |p| p.action.as_deref())? {
+            Typed::Routed(Route::Assignment(verb), p) => assignment(verb, p)?,
+            Typed::Routed(_, p) => unrouted(p.action),
+            Typed::Unrouted(action) => unrouted(action),
+        },
+        _ => unrouted(from_json::<payload::Envelope>(json)?.action),
     };
     Ok(Event { delivery_id: delivery_id.to_owned(), tracker: Tracker::Github, kind })
+}
+
+/// A routable event name's body, read for [`decode`].
+enum Typed<P> {
+    /// The typed payload parsed, with the route its action gives (`Route::Unrouted` included).
+    Routed(Route, P),
+    /// The typed payload did not parse, and the action (from the envelope) does not route.
+    Unrouted(Option<String>),
+}
+
+/// Parses `json` as `P`; when that fails, reads the envelope: a routed action keeps the typed
+/// error (the delivery is malformed), any other action is unrouted whatever its shape.
+fn typed<P: serde::de::DeserializeOwned>(
+    event_name: &str,
+    json: &[u8],
+    action: impl Fn(&P) -> Option<&str>,
+) -> Result<Typed<P>, DecodeError> {
+    match from_json::<P>(json) {
+        Ok(p) => Ok(Typed::Routed(Route::of(event_name, action(&p).unwrap_or_default()), p)),
+        Err(typed_error) => {
+            let envelope: payload::Envelope = from_json(json)?;
+            match Route::of(event_name, envelope.action.as_deref().unwrap_or_default()) {
+                Route::Unrouted => Ok(Typed::Unrouted(envelope.action)),
+                Route::IssueComment(_) | Route::ReviewComment(_) | Route::Assignment(_) => Err(typed_error),
+            }
+        }
+    }
 }
 
 /// Which decoder an (event, action) pair goes to.

@@ -28,7 +28,7 @@ use tracing::{info, warn, Instrument};
 use crate::clock::Clock;
 use crate::decision::ReasonCode;
 use crate::event::{Event, EventKind, Tracker};
-use crate::ledger::{Applied, Ledger, LedgerError, NewDelivery};
+use crate::ledger::{Applied, Decide, Ledger, LedgerError, NewDelivery, ThreadQuery};
 use crate::queue::{Queue, QueueMessage};
 use crate::task::{TaskId, Transition};
 use crate::trigger::{self, Rules};
@@ -85,7 +85,7 @@ pub struct IngestConfig {
 /// The ingest stage with its dependencies. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Ingest {
-    config: IngestConfig,
+    config: Arc<IngestConfig>,
     ledger: Arc<dyn Ledger>,
     queue: Arc<dyn Queue>,
     clock: Arc<dyn Clock>,
@@ -209,7 +209,7 @@ impl Outcome {
 impl Ingest {
     /// Ingest over the given ledger, queue and clock.
     pub fn new(config: IngestConfig, ledger: Arc<dyn Ledger>, queue: Arc<dyn Queue>, clock: Arc<dyn Clock>) -> Self {
-        Ingest { config, ledger, queue, clock, ack: None }
+        Ingest { config: Arc::new(config), ledger, queue, clock, ack: None }
     }
 
     /// Acknowledges recorded requests for work through `ack` (see [`ack`]), as `mode` says.
@@ -312,31 +312,33 @@ impl Ingest {
         }
     }
 
-    /// The I/O half: rules over a fresh thread snapshot, the atomic ledger write, the enqueue.
+    /// The I/O half: the rules over a fresh thread snapshot and the ledger write (one step, see
+    /// [`Ledger::decide_and_apply`]), then the enqueue.
     async fn record(&self, event: Event) -> Outcome {
-        let rules = &self.config.rules;
         let now = self.clock.now();
-        let thread = trigger::thread_of(&event, &rules.handle);
-        let snapshot = match &thread {
-            Some((key, root)) => match self.ledger.thread(key, root.as_deref(), now.minus(rules.budget_window)).await {
-                Ok(s) => s,
-                Err(e) => return Outcome::Failed(e),
-            },
-            None => Default::default(),
-        };
-        let decision = trigger::decide(&event, rules, &snapshot, now);
-        let delivery = NewDelivery {
-            id: format!("{}:{}", event.tracker, event.delivery_id),
-            tracker: event.tracker,
-            event: event_label(&event),
-            thread_key: thread.map(|(key, _)| key),
-            reason: decision.reason,
-        };
-        let applied = match self.ledger.apply(&delivery, &decision.effect).await {
-            Ok(applied) => applied,
+        let config = Arc::clone(&self.config);
+        let thread = trigger::thread_of(&event, &config.rules.handle).map(|(key, root_id)| ThreadQuery {
+            key,
+            root_id,
+            window_start: now.minus(config.rules.budget_window),
+        });
+        let thread_key = thread.as_ref().map(|q| q.key.clone());
+        let decide: Decide = Box::new(move |snapshot| {
+            let decision = trigger::decide(&event, &config.rules, snapshot, now);
+            let delivery = NewDelivery {
+                id: format!("{}:{}", event.tracker, event.delivery_id),
+                tracker: event.tracker,
+                event: event_label(&event),
+                thread_key,
+                reason: decision.reason,
+            };
+            (delivery, decision.effect)
+        });
+        let (applied, rules_reason) = match self.ledger.decide_and_apply(thread, decide).await {
+            Ok(done) => done,
             Err(e) => return Outcome::Failed(e),
         };
-        let reason = applied.reason(decision.reason);
+        let reason = applied.reason(rules_reason);
         match applied {
             Applied::Duplicate => Outcome::Duplicate,
             Applied::Enqueued(task) => {

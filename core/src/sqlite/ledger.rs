@@ -21,10 +21,11 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::clock::{Clock, Millis};
-use crate::decision::{Effect, NewTrigger};
+use crate::decision::{Effect, NewTrigger, ReasonCode};
 use crate::event::Tracker;
 use crate::ledger::{
-    Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
+    Applied, Decide, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadQuery, ThreadSnapshot,
+    DELIVERY_TTL,
 };
 use crate::task::{
     self, CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError, Trigger,
@@ -90,44 +91,7 @@ impl Ledger for SqliteLedger {
         let root = root_id.map(str::to_owned);
         self.read(move |conn, _now| {
             let tx = conn.transaction()?;
-            // Ids only: the oldest queued task and the newest active one.
-            let queued: Option<String> = tx
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE thread_key = ?1 AND state = 'queued' ORDER BY created_at, rowid LIMIT 1",
-                )?
-                .query_row([key.as_str()], |r| r.get(0))
-                .optional()?;
-            let active: Option<String> = tx
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE thread_key = ?1 AND state IN ('dispatched', 'running')
-                     ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                )?
-                .query_row([key.as_str()], |r| r.get(0))
-                .optional()?;
-            let runs: i64 = tx
-                .prepare_cached("SELECT COUNT(*) FROM tasks WHERE thread_key = ?1 AND created_at >= ?2")?
-                .query_row(params![key.as_str(), window_start.0], |r| r.get(0))?;
-            let participates = match &root {
-                Some(root) => tx
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM participations WHERE thread_key = ?1 AND root_id = ?2)",
-                    )?
-                    .query_row(params![key.as_str(), root], |r| r.get(0))?,
-                None => false,
-            };
-            let record: Option<(bool, Option<String>)> = tx
-                .prepare_cached("SELECT assigned, codex_thread_id FROM threads WHERE thread_key = ?1")?
-                .query_row([key.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let (assigned, codex_thread_id) = record.unwrap_or((false, None));
-            Ok(ThreadSnapshot {
-                queued: queued.map(TaskId),
-                active: active.map(TaskId),
-                runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
-                participates,
-                assigned_to_agent: assigned,
-                codex_thread_id,
-            })
+            snapshot(&tx, &key, root.as_deref(), window_start)
         })
         .await
     }
@@ -135,39 +99,24 @@ impl Ledger for SqliteLedger {
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
         let delivery = delivery.clone();
         let effect = effect.clone();
+        self.write(move |tx, now| apply(tx, &delivery, &effect, now)).await
+    }
+
+    /// One job of the group commit: the snapshot, the rules and the apply see the same state, so
+    /// two deliveries racing on one thread are decided one after the other (the run budget, for
+    /// one, cannot be overshot by deliveries decided side by side).
+    async fn decide_and_apply(
+        &self,
+        thread: Option<ThreadQuery>,
+        decide: Decide,
+    ) -> Result<(Applied, ReasonCode), LedgerError> {
         self.write(move |tx, now| {
-            tx.prepare_cached("DELETE FROM deliveries WHERE expires_at <= ?1")?.execute([now.0])?;
-            let seen: bool = tx
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
-                .query_row([&delivery.id], |r| r.get(0))?;
-            if seen {
-                return Ok(Applied::Duplicate);
-            }
-            let (applied, task_id) = match &effect {
-                Effect::Nothing => (Applied::Recorded, None),
-                Effect::Trigger(nt) => trigger(tx, nt, now)?,
-                Effect::CancelThread { thread_key, reason } => cancel_thread(tx, thread_key, *reason, now)?,
-                Effect::RetractComment { thread_key, comment_id } => retract(tx, thread_key, comment_id, now)?,
-                Effect::Unassign { thread_key } => {
-                    set_assigned(tx, thread_key, false)?;
-                    (Applied::Recorded, None)
-                }
+            let snapshot = match &thread {
+                Some(q) => snapshot(tx, &q.key, q.root_id.as_deref(), q.window_start)?,
+                None => ThreadSnapshot::default(),
             };
-            tx.prepare_cached(
-                "INSERT INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                delivery.id,
-                delivery.tracker.as_str(),
-                delivery.event,
-                delivery.thread_key.as_ref().map(ThreadKey::as_str),
-                applied.reason(delivery.reason).to_string(),
-                task_id.as_ref().map(TaskId::as_str),
-                now.0,
-                now.plus(DELIVERY_TTL).0,
-            ])?;
-            Ok(applied)
+            let (delivery, effect) = decide(&snapshot);
+            Ok((apply(tx, &delivery, &effect, now)?, delivery.reason))
         })
         .await
     }
@@ -313,6 +262,83 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
+}
+
+/// What the rules need to know about `key` (see [`Ledger::thread`]), read on `conn` (the read
+/// connection's transaction, or the writer's).
+fn snapshot(
+    conn: &Connection,
+    key: &ThreadKey,
+    root: Option<&str>,
+    window_start: Millis,
+) -> Result<ThreadSnapshot, LedgerError> {
+    // One statement: the oldest queued task, the newest active one, the runs in the window, the
+    // root's participation (never, for no root: `= NULL` is not true), and the thread's record.
+    let (queued, active, runs, participates, assigned, codex_thread_id) = conn
+        .prepare_cached(
+            "SELECT
+               (SELECT id FROM tasks WHERE thread_key = ?1 AND state = 'queued' ORDER BY created_at, rowid LIMIT 1),
+               (SELECT id FROM tasks WHERE thread_key = ?1 AND state IN ('dispatched', 'running')
+                ORDER BY created_at DESC, rowid DESC LIMIT 1),
+               (SELECT COUNT(*) FROM tasks WHERE thread_key = ?1 AND created_at >= ?2),
+               EXISTS (SELECT 1 FROM participations WHERE thread_key = ?1 AND root_id = ?3),
+               (SELECT assigned FROM threads WHERE thread_key = ?1),
+               (SELECT codex_thread_id FROM threads WHERE thread_key = ?1)",
+        )?
+        .query_row(params![key.as_str(), window_start.0, root], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, bool>(3)?,
+                r.get::<_, Option<bool>>(4)?,
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })?;
+    Ok(ThreadSnapshot {
+        queued: queued.map(TaskId),
+        active: active.map(TaskId),
+        runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
+        participates,
+        assigned_to_agent: assigned.unwrap_or(false),
+        codex_thread_id,
+    })
+}
+
+/// Records `delivery` and applies `effect` inside the writer's transaction (see [`Ledger::apply`]).
+fn apply(tx: &Connection, delivery: &NewDelivery, effect: &Effect, now: Millis) -> Result<Applied, LedgerError> {
+    tx.prepare_cached("DELETE FROM deliveries WHERE expires_at <= ?1")?.execute([now.0])?;
+    let seen: bool = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
+        .query_row([&delivery.id], |r| r.get(0))?;
+    if seen {
+        return Ok(Applied::Duplicate);
+    }
+    let (applied, task_id) = match effect {
+        Effect::Nothing => (Applied::Recorded, None),
+        Effect::Trigger(nt) => trigger(tx, nt, now)?,
+        Effect::CancelThread { thread_key, reason } => cancel_thread(tx, thread_key, *reason, now)?,
+        Effect::RetractComment { thread_key, comment_id } => retract(tx, thread_key, comment_id, now)?,
+        Effect::Unassign { thread_key } => {
+            set_assigned(tx, thread_key, false)?;
+            (Applied::Recorded, None)
+        }
+    };
+    tx.prepare_cached(
+        "INSERT INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        delivery.id,
+        delivery.tracker.as_str(),
+        delivery.event,
+        delivery.thread_key.as_ref().map(ThreadKey::as_str),
+        applied.reason(delivery.reason).to_string(),
+        task_id.as_ref().map(TaskId::as_str),
+        now.0,
+        now.plus(DELIVERY_TTL).0,
+    ])?;
+    Ok(applied)
 }
 
 /// Coalesces `nt` into the thread's queued task, or creates one; records participation and

@@ -7,7 +7,8 @@
 
 use serde::Deserialize;
 
-/// The part of every delivery read before routing: only `action`, which `ping` lacks.
+/// The part of a delivery read when its typed payload did not parse (or there is none for its
+/// event name): only `action`, which `ping` lacks.
 #[derive(Debug, Deserialize)]
 pub struct Envelope {
     /// `created`, `edited`, `assigned`, …; absent on `ping`.
@@ -18,6 +19,9 @@ pub struct Envelope {
 /// `issue_comment` (`created`, `edited`, `deleted`).
 #[derive(Debug, Deserialize)]
 pub struct IssueCommentPayload {
+    /// What happened; routes the delivery (see [`super::decode`]).
+    #[serde(default)]
+    pub action: Option<String>,
     /// The issue or pull request the comment is on.
     pub issue: Issue,
     /// The comment.
@@ -35,6 +39,9 @@ pub struct IssueCommentPayload {
 /// `pull_request_review_comment` (`created`, `edited`, `deleted`).
 #[derive(Debug, Deserialize)]
 pub struct ReviewCommentPayload {
+    /// What happened; routes the delivery (see [`super::decode`]).
+    #[serde(default)]
+    pub action: Option<String>,
     /// The review (line) comment.
     pub comment: ReviewComment,
     /// The pull request it is on.
@@ -52,6 +59,9 @@ pub struct ReviewCommentPayload {
 /// `issues` (`assigned`, `unassigned`; other actions are not decoded past the envelope).
 #[derive(Debug, Deserialize)]
 pub struct IssuesPayload {
+    /// What happened; routes the delivery (see [`super::decode`]).
+    #[serde(default)]
+    pub action: Option<String>,
     /// The issue, with `assignees` as they are after the change.
     pub issue: Issue,
     /// The user just assigned or unassigned (nullable in the schema).
