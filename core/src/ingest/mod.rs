@@ -323,8 +323,11 @@ impl Ingest {
             window_start: now.minus(config.rules.budget_window),
         });
         let thread_key = thread.as_ref().map(|q| q.key.clone());
+        // The markdown scan here, so the ledger's step (one writer for all requests, on SQLite)
+        // runs only what depends on the thread.
+        let reading = trigger::read(&event, &config.rules);
         let decide: Decide = Box::new(move |snapshot| {
-            let decision = trigger::decide(&event, &config.rules, snapshot, now);
+            let decision = trigger::decide_read(&event, &config.rules, &reading, snapshot, now);
             let delivery = NewDelivery {
                 id: format!("{}:{}", event.tracker, event.delivery_id),
                 tracker: event.tracker,

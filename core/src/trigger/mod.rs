@@ -106,37 +106,76 @@ pub fn thread_of(event: &Event, handle: &str) -> Option<(ThreadKey, Option<Strin
     }
 }
 
+/// What the rules read from an event's text alone: the markdown scans for the handle. They are
+/// the costly part of [`decide`] and do not depend on the thread, so ingest runs [`read`] before
+/// the ledger step and [`decide_read`] inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// A comment's first mention of the handle.
+    mention: Option<Mention>,
+    /// An edited comment's previous body mentioned the handle too (or is unknown, which counts as
+    /// yes: an edit that cannot be shown to add the mention asks for nothing).
+    had_mention: bool,
+}
+
+/// Scans `event`'s comment text for the handle (nothing for other events).
+pub fn read(event: &Event, rules: &Rules) -> Reading {
+    match &event.kind {
+        EventKind::Comment(c) => Reading {
+            mention: mention::find(&c.comment.body, &rules.handle, event.tracker),
+            had_mention: match &c.action {
+                CommentAction::Edited { previous_body } => previous_body
+                    .as_deref()
+                    .is_none_or(|prev| mention::find(prev, &rules.handle, event.tracker).is_some()),
+                CommentAction::Created | CommentAction::Deleted => false,
+            },
+        },
+        EventKind::Assignment(_) | EventKind::AgentSession(_) | EventKind::Unrouted(_) => Reading::default(),
+    }
+}
+
 /// Decides what `event` means given the thread's current state (`thread`, read for the root that
 /// [`thread_of`] named). `now` stamps the trigger. The ledger may refine `enqueued` into `coalesced`.
+/// The same as [`decide_read`] over [`read`].
 pub fn decide(event: &Event, rules: &Rules, thread: &ThreadSnapshot, now: Millis) -> Decision {
+    decide_read(event, rules, &read(event, rules), thread, now)
+}
+
+/// [`decide`], given what [`read`] found in `event` (under the same `rules`).
+pub fn decide_read(event: &Event, rules: &Rules, reading: &Reading, thread: &ThreadSnapshot, now: Millis) -> Decision {
     match &event.kind {
-        EventKind::Comment(c) => decide_comment(event, c, rules, thread, now),
+        EventKind::Comment(c) => decide_comment(event, c, rules, reading, thread, now),
         EventKind::Assignment(a) => decide_assignment(event, a, rules, thread, now),
         EventKind::AgentSession(s) => decide_agent_session(event, s, rules, thread, now),
         EventKind::Unrouted(_) => Decision::ignore(IgnoreReason::Unrouted),
     }
 }
 
-fn decide_comment(event: &Event, c: &CommentEvent, rules: &Rules, thread: &ThreadSnapshot, now: Millis) -> Decision {
+fn decide_comment(
+    event: &Event,
+    c: &CommentEvent,
+    rules: &Rules,
+    reading: &Reading,
+    thread: &ThreadSnapshot,
+    now: Millis,
+) -> Decision {
     let comment = &c.comment;
     if let Some(why) = rules.guard(event.tracker, &comment.author) {
         return Decision::ignore(why);
     }
     let thread_key = ThreadKey::new(&c.subject, &rules.handle);
-    let mention = mention::find(&comment.body, &rules.handle, event.tracker);
+    let mention = &reading.mention;
     match &c.action {
         CommentAction::Created => {}
         CommentAction::Deleted => {
             let effect = Effect::RetractComment { thread_key, comment_id: comment.id.clone() };
             return Decision { reason: ReasonCode::Cancelled, effect };
         }
-        CommentAction::Edited { previous_body } => {
+        CommentAction::Edited { .. } => {
             // Only an edit that adds the first mention asks for anything (so it can only route
             // as a mention): fixing a typo in a comment that already triggered, or editing a
             // reply, must not run the agent again.
-            let had_mention =
-                previous_body.as_deref().is_none_or(|prev| mention::find(prev, &rules.handle, event.tracker).is_some());
-            if had_mention || mention.is_none() {
+            if reading.had_mention || mention.is_none() {
                 return Decision::ignore(IgnoreReason::MentionNotNew);
             }
         }

@@ -89,7 +89,7 @@ pub async fn run(beckon: &Path, comments: usize, gap: Duration) -> anyhow::Resul
     let label = if gap.is_zero() {
         format!("burst ({comments} at once)")
     } else {
-        format!("spaced (one every {} s)", gap.as_secs_f64())
+        format!("spaced (one every {:.1} s)", gap.as_secs_f64())
     };
     Ok(AckRun { label, sent: comments, reacted, answered })
 }

@@ -68,12 +68,16 @@ enum Cmd {
     Ack {
         #[arg(long)]
         beckon: PathBuf,
-        /// Comments per run.
+        /// Comments in the spaced run.
         #[arg(long, default_value_t = 50)]
         comments: usize,
-        /// Seconds between comments in the spaced run.
-        #[arg(long, default_value_t = 2)]
-        gap_secs: u64,
+        /// Milliseconds between comments in the spaced run: just over GitHub's one-second write
+        /// pacing, so each reaction goes out unpaced.
+        #[arg(long, default_value_t = 1200)]
+        gap_ms: u64,
+        /// Comments sent at once in the burst run (their reactions are paced one per second).
+        #[arg(long, default_value_t = 20)]
+        burst: usize,
     },
     /// Lambda function cost: binary size, cold start and warm handler time, beside the Node.js peer.
     Lambda {
@@ -94,7 +98,7 @@ enum Cmd {
         #[arg(long, default_value_t = 15)]
         cold: usize,
         /// Warm invocations in one process.
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = 100)]
         warm: usize,
     },
     /// Worker scale: tasks per minute, CPU per task and RSS at these slot counts.
@@ -145,9 +149,9 @@ async fn main() -> anyhow::Result<()> {
                 println!("{row}");
             }
         }
-        Cmd::Ack { beckon, comments, gap_secs } => {
-            for gap in [Duration::from_secs(gap_secs), Duration::ZERO] {
-                println!("{}", ack::run(&beckon, comments, gap).await?.row());
+        Cmd::Ack { beckon, comments, gap_ms, burst } => {
+            for (n, gap) in [(comments, Duration::from_millis(gap_ms)), (burst, Duration::ZERO)] {
+                println!("{}", ack::run(&beckon, n, gap).await?.row());
             }
         }
         Cmd::Lambda { function, node_script, endpoint, table, queue_url, cold, warm } => {

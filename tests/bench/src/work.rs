@@ -9,7 +9,7 @@
 //! the moment the webhook request was sent. The first request the worker makes to the tracker
 //! double is timed with the double's own clock.
 //!
-//! Scale: `slots` concurrent tasks (`BECKON_WORKER_SLOTS`), twice as many tasks sent at once.
+//! Scale: `slots` concurrent tasks (`BECKON_WORKER_SLOTS`), as many tasks sent at once.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -386,13 +386,13 @@ pub struct Scale {
     pub rss_mib: f64,
 }
 
-/// Sends `2 × slots` tasks at once to a worker with `slots` slots and times them all.
+/// Sends `slots` tasks at once to a worker with `slots` slots and times them all.
 pub async fn scale(beckon: &Path, codex: &Path, slots: usize) -> anyhow::Result<Scale> {
     let mut world = World::start(beckon, Some(codex), slots).await?;
     let from = world.log_len();
     world.comment(1).await?;
     world.wait_finished(from, 1, TASK_TIMEOUT).await.context("the warm-up task")?;
-    let tasks = 2 * slots;
+    let tasks = slots;
     let from = world.log_len();
     let cpu_before = cpu_time(world.pid())?;
     let children_before = children_cpu_time(world.pid())?;
