@@ -14,7 +14,9 @@ pub fn init(format: LogFormat) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+        // The current span's fields (the delivery id, the task id) once, as `span`; not the list
+        // of every enclosing span as well, which repeated them on each line.
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
         LogFormat::Text => builder.init(),
     }
 }

@@ -120,16 +120,16 @@ fn run(mut conn: Connection, queue: &mpsc::Receiver<Box<dyn Job>>) {
 }
 
 fn commit_group(conn: &mut Connection, batch: &mut [Box<dyn Job>]) -> rusqlite::Result<()> {
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     for job in batch.iter_mut() {
-        let savepoint = tx.savepoint()?;
-        let kept = catch_unwind(AssertUnwindSafe(|| job.run(&savepoint))).unwrap_or(false);
-        if kept {
-            savepoint.commit()?;
-        } else {
-            // The default drop behaviour: roll back to the savepoint, then release it.
-            savepoint.finish()?;
+        // Cached statements rather than rusqlite's `Savepoint`, which parses its SQL every time:
+        // these run twice per write.
+        tx.prepare_cached("SAVEPOINT job")?.execute([])?;
+        let kept = catch_unwind(AssertUnwindSafe(|| job.run(&tx))).unwrap_or(false);
+        if !kept {
+            tx.prepare_cached("ROLLBACK TO job")?.execute([])?;
         }
+        tx.prepare_cached("RELEASE job")?.execute([])?;
     }
     tx.commit()
 }

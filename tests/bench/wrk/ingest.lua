@@ -18,18 +18,27 @@ function init(args)
   n = 0
   -- Threads start at different places in the table so they do not send the same body in lockstep.
   offset = (tid or 0) * 37
+  -- Each request differs from its body's only in the delivery id, so format every body once
+  -- (wrk.format, the headers below) and keep the text before and after the id: a request is then
+  -- one concatenation, and the load generator spends its CPU on sending, not on formatting.
+  local marker = "\0delivery\0"
+  for _, p in ipairs(data) do
+    local text = wrk.format("POST", "/webhooks/github", {
+      ["Content-Type"] = "application/json",
+      ["User-Agent"] = "GitHub-Hookshot/bench",
+      ["X-GitHub-Event"] = "issue_comment",
+      ["X-GitHub-Delivery"] = marker,
+      ["X-Hub-Signature-256"] = p.sig,
+    }, p.body)
+    local at = string.find(text, marker, 1, true)
+    p.head, p.tail = string.sub(text, 1, at - 1), string.sub(text, at + #marker)
+  end
 end
 
 function request()
   n = n + 1
   local p = data[((n + offset) % #data) + 1]
-  return wrk.format("POST", "/webhooks/github", {
-    ["Content-Type"] = "application/json",
-    ["User-Agent"] = "GitHub-Hookshot/bench",
-    ["X-GitHub-Event"] = "issue_comment",
-    ["X-GitHub-Delivery"] = run .. "-" .. tostring(tid) .. "-" .. tostring(n),
-    ["X-Hub-Signature-256"] = p.sig,
-  }, p.body)
+  return p.head .. run .. "-" .. tostring(tid) .. "-" .. tostring(n) .. p.tail
 end
 
 if pace > 0 then
