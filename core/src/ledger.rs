@@ -11,6 +11,9 @@
 //! - **One task per triggering comment**: a trigger whose comment id already asked for a task of
 //!   the thread, in any state, creates nothing ([`Applied::KnownComment`]), whatever its delivery
 //!   id (two webhooks on one repository deliver the same comment under two ids).
+//! - **Decide, then apply**: [`Ledger::decide_and_apply`] hands the rules (a closure from ingest)
+//!   the thread's snapshot and applies what they return, as `apply` would; a backend may do both in
+//!   one transaction (SQLite does), so the decision is taken on the state it changes.
 //! - **Conditional transitions**: [`Ledger::transition`] reads the task, runs the pure
 //!   [`Task::apply`], and writes only if the task's `version` is unchanged; lost races are retried
 //!   internally, rule violations come back as [`LedgerError::Transition`].
