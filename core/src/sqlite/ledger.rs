@@ -89,11 +89,7 @@ impl Ledger for SqliteLedger {
     ) -> Result<ThreadSnapshot, LedgerError> {
         let key = thread_key.clone();
         let root = root_id.map(str::to_owned);
-        self.read(move |conn, _now| {
-            let tx = conn.transaction()?;
-            snapshot(&tx, &key, root.as_deref(), window_start)
-        })
-        .await
+        self.read(move |conn, _now| snapshot(conn, &key, root.as_deref(), window_start)).await
     }
 
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
@@ -265,7 +261,7 @@ impl Ledger for SqliteLedger {
 }
 
 /// What the rules need to know about `key` (see [`Ledger::thread`]), read on `conn` (the read
-/// connection's transaction, or the writer's).
+/// connection, or the writer's transaction) in one statement, so one consistent view.
 fn snapshot(
     conn: &Connection,
     key: &ThreadKey,
