@@ -16,6 +16,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+/// The allocator `beckon` uses, so the floor (and the in-process ledger figures) measure the same
+/// work the server does. On glibc's malloc, the floor's loop freed and re-took its 60 KB strings
+/// through the heap top, page-faulting on most large iterations.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Beckon's benchmarks; run them all with tests/bench/run")]
 struct Cli {
