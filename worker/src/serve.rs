@@ -158,11 +158,17 @@ async fn webhook(ingest: &Ingest, tracker: Tracker, header_map: HeaderMap, body:
     respond(ingest.handle(WebhookRequest { tracker, headers, body }).await)
 }
 
+/// Most a declared `Content-Length` reserves before any of the body has arrived: anyone can send
+/// the header, so a stalled request must not hold the whole body cap. Larger bodies grow as they come.
+const MAX_BODY_RESERVE: usize = 256 * 1024;
+
 /// The whole body, at most `limit` bytes, copied once from the connection's buffers into one
-/// vector sized by the declared length (already checked against `limit`).
+/// vector sized by the declared length (already checked against `limit`; reserved up to
+/// [`MAX_BODY_RESERVE`]).
 async fn read_body(body: Body, limit: usize, declared: Option<u64>) -> Result<Vec<u8>, axum::BoxError> {
     let mut body = Limited::new(body, limit);
-    let mut bytes = Vec::with_capacity(declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0));
+    let reserve = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0).min(MAX_BODY_RESERVE);
+    let mut bytes = Vec::with_capacity(reserve);
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {
             bytes.extend_from_slice(&data);

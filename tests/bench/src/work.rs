@@ -6,8 +6,8 @@
 //! its own issue, so its own thread), and each stage is read from the JSON log timestamps of the
 //! lines that task produced (`delivery accepted`, `task claimed`, `workspace prepared`, `spawned
 //! codex app-server`, `codex initialized`, `codex turn started`, `task finished`), measured from
-//! the moment the webhook request was sent. The first request the worker makes to the tracker
-//! double is timed with the double's own clock.
+//! the moment the webhook request was sent. The comment's 👀 reaction request is timed with the
+//! tracker double's own clock.
 //!
 //! Scale: `slots` concurrent tasks (`BECKON_WORKER_SLOTS`), as many tasks sent at once.
 
