@@ -331,7 +331,9 @@ async fn beckon_worker_runs_tasks_from_dynamodb_and_sqs() {
         ("x-github-delivery".to_owned(), format!("aws-{name}")),
         ("x-hub-signature-256".to_owned(), support::github_signature(support::GITHUB_SECRET, &body)),
     ]);
-    let outcome = ingest.handle(WebhookRequest { tracker: beckon_core::event::Tracker::Github, headers, body }).await;
+    let outcome = ingest
+        .handle(WebhookRequest { tracker: beckon_core::event::Tracker::Github, headers, body: body.into() })
+        .await;
     assert_eq!(outcome.code(), "enqueued");
 
     // The worker process, on its default backend (aws).

@@ -62,7 +62,7 @@ fn github_request(delivery: &str, body: &str) -> WebhookRequest {
         ("X-GitHub-Delivery".to_owned(), delivery.to_owned()),
         ("X-Hub-Signature-256".to_owned(), format!("sha256={}", hmac_hex(GH_SECRET, &bytes))),
     ]);
-    WebhookRequest { tracker: Tracker::Github, headers, body: bytes }
+    WebhookRequest { tracker: Tracker::Github, headers, body: bytes.into() }
 }
 
 fn linear_request(delivery: &str, sent_at: Millis) -> WebhookRequest {
@@ -76,7 +76,7 @@ fn linear_request(delivery: &str, sent_at: Millis) -> WebhookRequest {
         ("linear-delivery".to_owned(), delivery.to_owned()),
         ("linear-signature".to_owned(), hmac_hex(LIN_SECRET, &bytes)),
     ]);
-    WebhookRequest { tracker: Tracker::Linear, headers, body: bytes }
+    WebhookRequest { tracker: Tracker::Linear, headers, body: bytes.into() }
 }
 
 /// A queue whose sends fail, as SQS does when throttled or unreachable.
@@ -270,7 +270,7 @@ async fn the_run_budget_stops_a_loop_within_the_hour_and_reopens_after() {
 async fn an_oversized_body_is_refused_before_verification_and_records_nothing() {
     let f = fixture(false);
     let mut req = github_request("big", "@agent fix");
-    req.body = vec![b' '; 64 * 1024 + 1];
+    req.body = vec![b' '; 64 * 1024 + 1].into();
     let outcome = f.ingest.handle(req).await;
     assert_eq!((outcome.status(), outcome.code()), (413, "too_large".to_owned()));
     assert!(f.ledger.deliveries(10).await.unwrap().is_empty());

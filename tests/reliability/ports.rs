@@ -46,7 +46,7 @@ pub async fn deliver(ingest: &Ingest, delivery: &str, payload: &Value) -> String
         ("x-github-delivery".to_owned(), delivery.to_owned()),
         ("x-hub-signature-256".to_owned(), github_signature(GITHUB_SECRET, &body)),
     ]);
-    ingest.handle(WebhookRequest { tracker: Tracker::Github, headers, body }).await.code().to_string()
+    ingest.handle(WebhookRequest { tracker: Tracker::Github, headers, body: body.into() }).await.code().to_string()
 }
 
 /// Every task, through the port.

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -148,7 +148,7 @@ async fn webhook(ingest: &Ingest, tracker: Tracker, header_map: HeaderMap, body:
     if declared.is_some_and(|n| n > limit as u64) {
         return respond(ingest.refuse(tracker, &headers, Rejection::TooLarge { limit }));
     }
-    let body = match read_body(body, limit, declared).await {
+    let body = match read_body(body, limit).await {
         Ok(body) => body,
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return respond(ingest.refuse(tracker, &headers, Rejection::TooLarge { limit }));
@@ -158,23 +158,12 @@ async fn webhook(ingest: &Ingest, tracker: Tracker, header_map: HeaderMap, body:
     respond(ingest.handle(WebhookRequest { tracker, headers, body }).await)
 }
 
-/// Most a declared `Content-Length` reserves before any of the body has arrived: anyone can send
-/// the header, so a stalled request must not hold the whole body cap. Larger bodies grow as they come.
-const MAX_BODY_RESERVE: usize = 256 * 1024;
-
-/// The whole body, at most `limit` bytes, copied once from the connection's buffers into one
-/// vector sized by the declared length (already checked against `limit`; reserved up to
-/// [`MAX_BODY_RESERVE`]).
-async fn read_body(body: Body, limit: usize, declared: Option<u64>) -> Result<Vec<u8>, axum::BoxError> {
-    let mut body = Limited::new(body, limit);
-    let reserve = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0).min(MAX_BODY_RESERVE);
-    let mut bytes = Vec::with_capacity(reserve);
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            bytes.extend_from_slice(&data);
-        }
-    }
-    Ok(bytes)
+/// The whole body, at most `limit` bytes. A body that arrived in one piece (the common case: it
+/// fits hyper's read buffer) is handed on as that buffer, uncopied; one in several pieces is
+/// copied once into a buffer of its real size. Nothing is reserved from the declared length, so a
+/// stalled request holds only what it has sent.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, axum::BoxError> {
+    Ok(Limited::new(body, limit).collect().await?.to_bytes())
 }
 
 fn respond(outcome: Outcome) -> Response {

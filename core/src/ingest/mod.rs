@@ -47,7 +47,11 @@ pub struct Headers(Vec<(String, String)>);
 impl Headers {
     /// Headers from `(name, value)` pairs.
     pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Headers {
-        Headers(pairs.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect())
+        let lowercase = |(mut k, v): (String, String)| {
+            k.make_ascii_lowercase();
+            (k, v)
+        };
+        Headers(pairs.into_iter().map(lowercase).collect())
     }
 
     /// The first value of `name`.
@@ -63,8 +67,9 @@ pub struct WebhookRequest {
     pub tracker: Tracker,
     /// Its headers.
     pub headers: Headers,
-    /// The raw body: exactly the bytes the signature covers.
-    pub body: Vec<u8>,
+    /// The raw body: exactly the bytes the signature covers. `Bytes`, so an HTTP server can hand
+    /// over the buffer the body arrived in without copying it.
+    pub body: bytes::Bytes,
 }
 
 /// How ingest is configured.

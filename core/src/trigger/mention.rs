@@ -44,6 +44,83 @@ pub fn find(body: &str, handle: &str, tracker: Tracker) -> Option<Mention> {
         Tracker::Linear => true,
         Tracker::Github => false,
     };
+    let first = match decided_by(body, handle, linear) {
+        Extent::Nothing => None,
+        Extent::Prefix(end) => first_mention(&body[..end], handle, linear).or_else(|| {
+            // The candidate was code, quoted or the like; a later one is decided on the whole body.
+            has_candidate(&body[end..], handle, linear).then(|| first_mention(body, handle, linear)).flatten()
+        }),
+        Extent::Whole => first_mention(body, handle, linear),
+    }?;
+    let command = body.get(first.end..).unwrap_or_default().trim().to_owned();
+    Some(Mention { command })
+}
+
+/// How much of a comment the markdown parse must see to decide its first mention candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extent {
+    /// No candidate at all: no mention, and no parse.
+    Nothing,
+    /// The comment up to the blank line that ends the candidate's block.
+    Prefix(usize),
+    /// All of it.
+    Whole,
+}
+
+/// Every mention contains a candidate, `@handle` or (Linear) `/handle`, in the raw source, so a
+/// comment without one needs no parse: most comments a webhook brings do not address the agent.
+///
+/// Whether a candidate is prose is decided by the lines up to it and the rest of its block: block
+/// structure (fences, quotes, indented code, HTML blocks) is settled line by line from the top,
+/// and inline structure (code spans, links) does not cross a blank line. An unclosed fence or HTML
+/// block in the prefix hides the candidate there as it would in the whole. What reaches further
+/// takes the whole comment: a link reference definition below (`[x]: …` can turn the candidate's
+/// text into a link) and, on Linear, where a link's target can be the mention, any definition (a
+/// reference below can point at a profile defined above) and any entity or backslash escape (a
+/// target's decoded text can spell a profile URL the raw source does not).
+fn decided_by(body: &str, handle: &str, linear: bool) -> Extent {
+    if linear && (body.contains(['&', '\\']) || body.contains("]:")) {
+        return Extent::Whole;
+    }
+    let Some(candidate) = candidate(body, handle, linear) else { return Extent::Nothing };
+    let end = block_end(body, candidate);
+    if body[end..].contains("]:") {
+        return Extent::Whole;
+    }
+    Extent::Prefix(end)
+}
+
+fn has_candidate(text: &str, handle: &str, linear: bool) -> bool {
+    candidate(text, handle, linear).is_some()
+}
+
+/// Where the first `@handle` (or, on Linear, `/handle`) starts, ASCII case-insensitive, with no
+/// regard to word boundaries or markdown.
+fn candidate(text: &str, handle: &str, linear: bool) -> Option<usize> {
+    let marks: &[char] = if linear { &['@', '/'] } else { &['@'] };
+    text.match_indices(marks)
+        .map(|(at, _)| at)
+        .find(|&at| text.get(at + 1..at + 1 + handle.len()).is_some_and(|name| name.eq_ignore_ascii_case(handle)))
+}
+
+/// The start of the first blank line after `from` (the end of `from`'s block), or the end of `text`.
+fn block_end(text: &str, from: usize) -> usize {
+    let mut line_start = match text[from..].find('\n') {
+        Some(newline) => from + newline + 1,
+        None => return text.len(),
+    };
+    while line_start < text.len() {
+        let line_end = text[line_start..].find('\n').map_or(text.len(), |n| line_start + n + 1);
+        if text[line_start..line_end].trim_matches([' ', '\t', '\r', '\n']).is_empty() {
+            return line_start;
+        }
+        line_start = line_end;
+    }
+    text.len()
+}
+
+/// The byte span of the first mention in `body`, parsing all of it.
+fn first_mention(body: &str, handle: &str, linear: bool) -> Option<Range<usize>> {
     // Nesting depth of blocks whose text is not a request (code, quotes, raw HTML).
     let mut hidden = 0usize;
     // The end of the link being walked, so a mention inside `[...](...)` ends after the link.
@@ -95,9 +172,7 @@ pub fn find(body: &str, handle: &str, tracker: Tracker) -> Option<Mention> {
             keep_earliest(&mut first, span.start..end);
         }
     }
-    let first = first?;
-    let command = body.get(first.end..).unwrap_or_default().trim().to_owned();
-    Some(Mention { command })
+    first
 }
 
 fn keep_earliest(first: &mut Option<Range<usize>>, span: Range<usize>) {
@@ -197,6 +272,15 @@ mod tests {
         ("html block", Tracker::Github, "<!--\n@agent fix\n-->", None),
         ("after a code block", Tracker::Github, "```\n@agent no\n```\n@agent yes", Some("yes")),
         ("after a quote", Tracker::Github, "> @agent old\n\n@agent new", Some("new")),
+        ("code span over a nbsp line", Tracker::Github, "`@agent fix\n\u{a0}\nnow`", None),
+        ("code span over lines", Tracker::Github, "`@agent fix\nnow` ok", None),
+        ("link defined below", Tracker::Github, "[@agent fix][x]\n\n[x]: https://x.test", Some("[x]: https://x.test")),
+        (
+            "profile defined above",
+            Tracker::Linear,
+            "[x]: https://linear.app/a/profiles/agent\nhi\n\n[x] go",
+            Some("go"),
+        ),
         ("inline code then prose", Tracker::Github, "`@agent` and @agent go", Some("go")),
         ("two mentions", Tracker::Github, "@agent one @agent two", Some("one @agent two")),
         ("inside a link's text", Tracker::Github, "[@agent](https://x.test) go", Some("go")),
@@ -242,6 +326,93 @@ mod tests {
         for (body, stop) in cases {
             assert_eq!(find(body, "agent", Tracker::Github).is_some_and(|m| m.is_stop()), stop, "{body:?}");
         }
+    }
+
+    /// Pieces of markdown that change what is prose: fences, quotes, code spans, HTML blocks,
+    /// links and their reference definitions, list markers, setext underlines, blank and
+    /// almost-blank lines, entities and escapes; and candidates that are and are not mentions.
+    const PIECES: &[&str] = &[
+        "@agent",
+        "@Agent fix ",
+        "x@agent",
+        "@agents ",
+        "/agent",
+        "text ",
+        "please ",
+        "`",
+        "``",
+        "```\n",
+        "~~~\n",
+        "> ",
+        "\n",
+        "\n\n",
+        " \n",
+        "\t\n",
+        "\r\n",
+        "\u{a0}\n",
+        "    ",
+        "[",
+        "]",
+        "](https://x.test)",
+        "]: https://x.test\n",
+        "[x]",
+        "[@agent please][x]",
+        "[x]: https://linear.app/acme/profiles/agent\n",
+        "<!--",
+        "-->",
+        "<pre>\n",
+        "</pre>\n",
+        "<div>\n",
+        "https://linear.app/acme/profiles/agent ",
+        "[Agent](https://linear.app/acme/profiles/agent)",
+        "(https://linear.app/acme/profiles/&#97;gent)",
+        "&#97;",
+        "\\",
+        "- ",
+        "1. ",
+        "*",
+        "_",
+        "===\n",
+        "---\n",
+        "<",
+        ">",
+        "go",
+    ];
+
+    /// What `find` answers when it always parses the whole comment.
+    fn find_parsing_all(body: &str, tracker: Tracker) -> Option<String> {
+        let span = first_mention(body, "agent", matches!(tracker, Tracker::Linear))?;
+        Some(body[span.end..].trim().to_owned())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// Parsing only up to the candidate's block never changes the answer.
+        #[test]
+        fn the_shortcut_finds_what_the_whole_parse_finds(
+            pieces in proptest::collection::vec(proptest::sample::select(PIECES), 0..28),
+        ) {
+            let body = pieces.concat();
+            for tracker in [Tracker::Github, Tracker::Linear] {
+                let found = find(&body, "agent", tracker).map(|m| m.command);
+                proptest::prop_assert_eq!(found, find_parsing_all(&body, tracker), "{:?} on {:?}", body, tracker);
+            }
+        }
+    }
+
+    #[test]
+    fn the_parse_stops_at_the_candidates_block() {
+        let log = format!("@agent fix\n\n```\n{}```\n", "at x (y.ts:1:2)\n".repeat(100));
+        assert_eq!(decided_by(&log, "agent", false), Extent::Prefix("@agent fix\n".len()));
+        assert_eq!(decided_by("no mention here\n\nat all", "agent", false), Extent::Nothing);
+        let referenced = "[@agent fix][x]\n\n[x]: https://x.test\n";
+        assert_eq!(decided_by(referenced, "agent", false), Extent::Whole, "a definition below decides the link");
+        assert_eq!(decided_by("@agent go &amp; see", "agent", true), Extent::Whole, "entities on Linear");
+        assert_eq!(decided_by("@agent go\n \t\r\nmore", "agent", false), Extent::Prefix("@agent go\n".len()));
+        assert_eq!(
+            decided_by("@agent go\n\u{a0}\nmore", "agent", false),
+            Extent::Prefix("@agent go\n\u{a0}\nmore".len())
+        );
     }
 
     #[test]

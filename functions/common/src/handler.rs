@@ -22,7 +22,7 @@ pub async fn handle(app: &App, event: LambdaFunctionUrlRequest) -> LambdaFunctio
     let Some(body) = raw_body(&event) else {
         return response(&app.ingest.refuse(app.tracker, &headers, Rejection::BodyUnreadable));
     };
-    let outcome = app.ingest.handle(WebhookRequest { tracker: app.tracker, headers, body }).await;
+    let outcome = app.ingest.handle(WebhookRequest { tracker: app.tracker, headers, body: body.into() }).await;
     response(&outcome)
 }
 

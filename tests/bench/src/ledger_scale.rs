@@ -90,7 +90,8 @@ pub async fn run(dir: &Path, tasks: u64, samples: u64) -> anyhow::Result<Point> 
             ("x-hub-signature-256".to_owned(), payloads::sign(&body)?),
         ]);
         let t = Instant::now();
-        let outcome = ingest.handle(WebhookRequest { tracker: Tracker::Github, headers, body: body.clone() }).await;
+        let outcome =
+            ingest.handle(WebhookRequest { tracker: Tracker::Github, headers, body: body.clone().into() }).await;
         handle.push(t.elapsed());
         anyhow::ensure!(
             matches!(outcome, Outcome::Accepted { .. }),
