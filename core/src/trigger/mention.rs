@@ -79,7 +79,7 @@ enum Extent {
 /// reference below can point at a profile defined above) and any entity or backslash escape (a
 /// target's decoded text can spell a profile URL the raw source does not).
 fn decided_by(body: &str, handle: &str, linear: bool) -> Extent {
-    if linear && (body.contains(['&', '\\']) || body.contains("]:")) {
+    if linear && (memchr::memchr2(b'&', b'\\', body.as_bytes()).is_some() || body.contains("]:")) {
         return Extent::Whole;
     }
     let Some(candidate) = candidate(body, handle, linear) else { return Extent::Nothing };
@@ -95,12 +95,18 @@ fn has_candidate(text: &str, handle: &str, linear: bool) -> bool {
 }
 
 /// Where the first `@handle` (or, on Linear, `/handle`) starts, ASCII case-insensitive, with no
-/// regard to word boundaries or markdown.
+/// regard to word boundaries or markdown. A `memchr` scan: comments can hold 65,536 characters
+/// of pasted log.
 fn candidate(text: &str, handle: &str, linear: bool) -> Option<usize> {
-    let marks: &[char] = if linear { &['@', '/'] } else { &['@'] };
-    text.match_indices(marks)
-        .map(|(at, _)| at)
-        .find(|&at| text.get(at + 1..at + 1 + handle.len()).is_some_and(|name| name.eq_ignore_ascii_case(handle)))
+    let bytes = text.as_bytes();
+    let named = |at: &usize| {
+        bytes.get(at + 1..at + 1 + handle.len()).is_some_and(|n| n.eq_ignore_ascii_case(handle.as_bytes()))
+    };
+    if linear {
+        memchr::memchr2_iter(b'@', b'/', bytes).find(named)
+    } else {
+        memchr::memchr_iter(b'@', bytes).find(named)
+    }
 }
 
 /// The start of the first blank line after `from` (the end of `from`'s block), or the end of `text`.
