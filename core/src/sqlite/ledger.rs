@@ -303,7 +303,10 @@ fn snapshot(
 
 /// Records `delivery` and applies `effect` inside the writer's transaction (see [`Ledger::apply`]).
 fn apply(tx: &Connection, delivery: &NewDelivery, effect: &Effect, now: Millis) -> Result<Applied, LedgerError> {
-    tx.prepare_cached("DELETE FROM deliveries WHERE expires_at <= ?1")?.execute([now.0])?;
+    // Every record expires DELIVERY_TTL after receipt, so the expired ones are found on the
+    // `received_at` index (schema v4); `expires_at` still has the last word.
+    tx.prepare_cached("DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2")?
+        .execute([now.minus(DELIVERY_TTL).0, now.0])?;
     let seen: bool = tx
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
         .query_row([&delivery.id], |r| r.get(0))?;

@@ -11,7 +11,10 @@
 //! Schema v1: `tasks` (queried columns + the whole task as JSON, the JSON being the record),
 //! `deliveries`, `threads` (assigned flag), `participations`, `queue_messages` (see [`SqliteQueue`]).
 //! v2: the Codex thread per conversation, `transcript`. v3: `tasks.trigger_count`/`trigger_bytes`
-//! and `trigger_comments`, so a trigger is decided without decoding the thread's tasks.
+//! and `trigger_comments`, so a trigger is decided without decoding the thread's tasks. v4: no
+//! index on `deliveries.expires_at` (the purge reads `received_at`'s), one index write fewer per
+//! delivery, and `tasks_by_thread` ends in `created_at`, so a thread's oldest or newest task in a
+//! state is read in index order, not sorted.
 
 mod ledger;
 mod queue;
@@ -39,7 +42,7 @@ pub const DB_FILE_NAME: &str = "beckon.sqlite3";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema this build writes; a file with a newer version is refused rather than misread.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -116,6 +119,15 @@ CREATE TABLE trigger_comments (
 );
 ";
 
+/// Version 4: every delivery expires [`crate::ledger::DELIVERY_TTL`] after it was received, so
+/// expiry order is receipt order and the purge finds expired records on `deliveries_by_received`;
+/// and the thread snapshot's "oldest queued" and window count read `tasks_by_thread` in order.
+const SCHEMA_V4: &str = "
+DROP INDEX deliveries_by_expiry;
+DROP INDEX tasks_by_thread;
+CREATE INDEX tasks_by_thread ON tasks (thread_key, state, created_at);
+";
+
 /// Opens (creating and migrating when needed) the database file at `path` and returns the ledger
 /// and queue handles over it. Several `open`s of one file, in one process or several, are safe.
 /// The ledger reads "now" from `clock`; the queue uses the system clock, as SQS does.
@@ -167,6 +179,9 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     if version < 3 {
         tx.execute_batch(SCHEMA_V3)?;
         ledger::index_stored_tasks(&tx)?;
+    }
+    if version < 4 {
+        tx.execute_batch(SCHEMA_V4)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -299,5 +314,68 @@ mod tests {
         assert_eq!(apply(&ledger, &key, "c2").await, Applied::KnownComment(running.id.clone()));
         assert_eq!(apply(&ledger, &key, "c1").await, Applied::KnownComment(running.id.clone()));
         assert!(matches!(apply(&ledger, &key, "c3").await, Applied::Enqueued(t) if t.id != running.id));
+    }
+
+    /// A version 3 file keeps its deliveries through the upgrade; the purge then forgets the
+    /// expired one, keeps the live one, and finds them on the `received_at` index. The thread
+    /// index gains `created_at`.
+    #[tokio::test]
+    async fn upgrading_from_v3_purges_by_receipt_and_orders_tasks_by_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE_NAME);
+        let now = Millis(1_000_000_000_000);
+        {
+            let conn = Connection::open(&path).unwrap();
+            for schema in [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3] {
+                conn.execute_batch(schema).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 3).unwrap();
+            let received = |d: Duration| now.minus(d).0;
+            let ttl = crate::ledger::DELIVERY_TTL;
+            for (id, at) in
+                [("old", received(ttl + Duration::from_secs(1))), ("live", received(Duration::from_secs(60)))]
+            {
+                conn.execute(
+                    "INSERT INTO deliveries (id, tracker, event, reason, received_at, expires_at)
+                     VALUES (?1, 'github', 'issue_comment.created', 'ignored', ?2, ?3)",
+                    params![id, at, Millis(at).plus(ttl).0],
+                )
+                .unwrap();
+            }
+        }
+        let (ledger, _queue) = open(&path, Arc::new(ManualClock::new(now))).unwrap();
+        let check = Connection::open(&path).unwrap();
+        let version: i32 = check.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let index_count = |name: &str| -> i64 {
+            check.query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = ?1", [name], |r| r.get(0)).unwrap()
+        };
+        assert_eq!((index_count("deliveries_by_expiry"), index_count("deliveries_by_received")), (0, 1));
+        let columns: Vec<String> = check
+            .prepare("SELECT name FROM pragma_index_info('tasks_by_thread') ORDER BY seqno")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(columns, ["thread_key", "state", "created_at"]);
+        let plan: String = check
+            .query_row(
+                "EXPLAIN QUERY PLAN DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2",
+                [0, 0],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("deliveries_by_received"), "the purge scans: {plan}");
+
+        apply(&ledger, &ThreadKey::new(&subject(), "agent"), "c1").await;
+        let ids: Vec<String> = check
+            .prepare("SELECT id FROM deliveries ORDER BY received_at")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, ["live", "again-c1"]);
     }
 }

@@ -79,15 +79,20 @@ enum Extent {
 /// reference below can point at a profile defined above) and any entity or backslash escape (a
 /// target's decoded text can spell a profile URL the raw source does not).
 fn decided_by(body: &str, handle: &str, linear: bool) -> Extent {
-    if linear && (memchr::memchr2(b'&', b'\\', body.as_bytes()).is_some() || body.contains("]:")) {
+    if linear && (memchr::memchr2(b'&', b'\\', body.as_bytes()).is_some() || has_definition(body)) {
         return Extent::Whole;
     }
     let Some(candidate) = candidate(body, handle, linear) else { return Extent::Nothing };
     let end = block_end(body, candidate);
-    if body[end..].contains("]:") {
+    if has_definition(&body[end..]) {
         return Extent::Whole;
     }
     Extent::Prefix(end)
+}
+
+/// Whether `text` may hold a link reference definition (`[label]: destination`).
+fn has_definition(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"]:").is_some()
 }
 
 fn has_candidate(text: &str, handle: &str, linear: bool) -> bool {
