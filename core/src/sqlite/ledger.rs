@@ -301,12 +301,14 @@ fn snapshot(
     })
 }
 
+/// Forgets the delivery records past their time, before each write: `?1` is now minus
+/// [`DELIVERY_TTL`], `?2` now. Every record expires `DELIVERY_TTL` after receipt, so the expired
+/// ones are found on the `received_at` index (schema v4); `expires_at` still has the last word.
+pub(super) const PURGE_EXPIRED: &str = "DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2";
+
 /// Records `delivery` and applies `effect` inside the writer's transaction (see [`Ledger::apply`]).
 fn apply(tx: &Connection, delivery: &NewDelivery, effect: &Effect, now: Millis) -> Result<Applied, LedgerError> {
-    // Every record expires DELIVERY_TTL after receipt, so the expired ones are found on the
-    // `received_at` index (schema v4); `expires_at` still has the last word.
-    tx.prepare_cached("DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2")?
-        .execute([now.minus(DELIVERY_TTL).0, now.0])?;
+    tx.prepare_cached(PURGE_EXPIRED)?.execute([now.minus(DELIVERY_TTL).0, now.0])?;
     let seen: bool = tx
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
         .query_row([&delivery.id], |r| r.get(0))?;

@@ -351,31 +351,19 @@ mod tests {
             check.query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = ?1", [name], |r| r.get(0)).unwrap()
         };
         assert_eq!((index_count("deliveries_by_expiry"), index_count("deliveries_by_received")), (0, 1));
-        let columns: Vec<String> = check
-            .prepare("SELECT name FROM pragma_index_info('tasks_by_thread') ORDER BY seqno")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let strings = |sql: &str| -> Vec<String> {
+            let mut stmt = check.prepare(sql).unwrap();
+            let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        let columns = strings("SELECT name FROM pragma_index_info('tasks_by_thread') ORDER BY seqno");
         assert_eq!(columns, ["thread_key", "state", "created_at"]);
-        let plan: String = check
-            .query_row(
-                "EXPLAIN QUERY PLAN DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2",
-                [0, 0],
-                |r| r.get(3),
-            )
-            .unwrap();
+        let plan: String =
+            check.query_row(&format!("EXPLAIN QUERY PLAN {}", ledger::PURGE_EXPIRED), [0, 0], |r| r.get(3)).unwrap();
         assert!(plan.contains("deliveries_by_received"), "the purge scans: {plan}");
 
         apply(&ledger, &ThreadKey::new(&subject(), "agent"), "c1").await;
-        let ids: Vec<String> = check
-            .prepare("SELECT id FROM deliveries ORDER BY received_at")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let ids = strings("SELECT id FROM deliveries ORDER BY received_at");
         assert_eq!(ids, ["live", "again-c1"]);
     }
 }
