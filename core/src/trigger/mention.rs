@@ -48,7 +48,7 @@ pub fn find(body: &str, handle: &str, tracker: Tracker) -> Option<Mention> {
         Extent::Nothing => None,
         Extent::Prefix(end) => first_mention(&body[..end], handle, linear).or_else(|| {
             // The candidate was code, quoted or the like; a later one is decided on the whole body.
-            has_candidate(&body[end..], handle, linear).then(|| first_mention(body, handle, linear)).flatten()
+            candidate(&body[end..], handle, linear).and_then(|_| first_mention(body, handle, linear))
         }),
         Extent::Whole => first_mention(body, handle, linear),
     }?;
@@ -93,10 +93,6 @@ fn decided_by(body: &str, handle: &str, linear: bool) -> Extent {
 /// Whether `text` may hold a link reference definition (`[label]: destination`).
 fn has_definition(text: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), b"]:").is_some()
-}
-
-fn has_candidate(text: &str, handle: &str, linear: bool) -> bool {
-    candidate(text, handle, linear).is_some()
 }
 
 /// Where the first `@handle` (or, on Linear, `/handle`) starts, ASCII case-insensitive, with no
