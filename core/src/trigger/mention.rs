@@ -7,6 +7,10 @@
 //! On Linear a real @mention is written as a profile URL (`https://linear.app/<ws>/profiles/<handle>`),
 //! bare, autolinked or as a link target; those count too. Only the first mention matters: its
 //! trailing text is the command (`stop`); further mentions in the same comment add nothing.
+//!
+//! Comments run to 65,536 characters, often of pasted log, so the scan parses only as much as
+//! decides: nothing when the raw text holds no candidate, else up to the end of the first
+//! candidate's block when nothing further down can change it (see `decided_by`).
 
 use std::ops::Range;
 
