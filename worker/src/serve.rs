@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -125,12 +125,15 @@ pub async fn run(
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
-async fn github(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
-    webhook(&ingest, Tracker::Github, headers, body).await
+// The request whole (not the `HeaderMap` extractor, which clones the headers): its parts are moved.
+async fn github(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    webhook(&ingest, Tracker::Github, parts.headers, body).await
 }
 
-async fn linear(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
-    webhook(&ingest, Tracker::Linear, headers, body).await
+async fn linear(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    webhook(&ingest, Tracker::Linear, parts.headers, body).await
 }
 
 async fn healthz() -> Response {

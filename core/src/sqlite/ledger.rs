@@ -7,14 +7,18 @@
 //! kept so the write path has the same shape as DynamoDB's conditional writes. Reads use their own
 //! connection (WAL: they never wait for a writer). State rules live in [`Task::apply`], never
 //! here. Choices the contract leaves open:
-//! - expired deliveries are purged by every new `apply` and never returned by reads;
+//! - expired deliveries are purged by a write at most once per [`PURGE_EVERY`] (not by every
+//!   write: the purge is a statement of its own), and until then neither reads nor the dedupe
+//!   count them: a redelivery of an expired id is new and replaces the old record;
 //! - a coalesced trigger from an author whose permission is deferred makes the task deferred;
 //! - retracting one of several triggers drops it and reports [`Applied::Recorded`] (nothing was
 //!   cancelled); retracting the last one cancels the task but keeps its trigger list for operators;
 //! - a claim while another task of the thread holds a live lease is refused as
 //!   [`TransitionError::NotAllowed`] (`cannot claim in state queued`).
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -37,6 +41,9 @@ use super::writer::Writer;
 const UNFINISHED: [TaskState; 3] = [TaskState::Queued, TaskState::Dispatched, TaskState::Running];
 const ACTIVE: [TaskState; 2] = [TaskState::Dispatched, TaskState::Running];
 
+/// At most how often a handle's writes purge expired delivery records.
+pub(super) const PURGE_EVERY: Duration = Duration::from_secs(1);
+
 /// The SQLite ledger. Cheap to clone; clones share the writer and the read connection. Build it
 /// with [`super::open`].
 #[derive(Debug, Clone)]
@@ -44,11 +51,13 @@ pub struct SqliteLedger {
     writer: Arc<Writer>,
     reader: Arc<Mutex<Connection>>,
     clock: Arc<dyn Clock>,
+    /// When this handle's writes last purged expired deliveries (epoch ms; `i64::MIN`: never).
+    purged_at: Arc<AtomicI64>,
 }
 
 impl SqliteLedger {
     pub(super) fn new(writer: Arc<Writer>, reader: Connection, clock: Arc<dyn Clock>) -> SqliteLedger {
-        SqliteLedger { writer, reader: Arc::new(Mutex::new(reader)), clock }
+        SqliteLedger { writer, reader: Arc::new(Mutex::new(reader)), clock, purged_at: Arc::new(AtomicI64::new(i64::MIN)) }
     }
 
     /// Runs the write `f` in the writer's next group transaction, with "now" read when it runs.
@@ -95,7 +104,8 @@ impl Ledger for SqliteLedger {
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
         let delivery = delivery.clone();
         let effect = effect.clone();
-        self.write(move |tx, now| apply(tx, &delivery, &effect, now)).await
+        let purged_at = Arc::clone(&self.purged_at);
+        self.write(move |tx, now| apply(tx, &delivery, &effect, now, purge_due(&purged_at, now))).await
     }
 
     /// One job of the group commit: the snapshot, the rules and the apply see the same state, so
@@ -106,13 +116,14 @@ impl Ledger for SqliteLedger {
         thread: Option<ThreadQuery>,
         decide: Decide,
     ) -> Result<(Applied, ReasonCode), LedgerError> {
+        let purged_at = Arc::clone(&self.purged_at);
         self.write(move |tx, now| {
             let snapshot = match &thread {
                 Some(q) => snapshot(tx, &q.key, q.root_id.as_deref(), q.window_start)?,
                 None => ThreadSnapshot::default(),
             };
             let (delivery, effect) = decide(&snapshot);
-            Ok((apply(tx, &delivery, &effect, now)?, delivery.reason))
+            Ok((apply(tx, &delivery, &effect, now, purge_due(&purged_at, now))?, delivery.reason))
         })
         .await
     }
@@ -301,17 +312,39 @@ fn snapshot(
     })
 }
 
-/// Forgets the delivery records past their time, before each write: `?1` is now minus
-/// [`DELIVERY_TTL`], `?2` now. Every record expires `DELIVERY_TTL` after receipt, so the expired
-/// ones are found on the `received_at` index (schema v4); `expires_at` still has the last word.
+/// Forgets the delivery records past their time: `?1` is now minus [`DELIVERY_TTL`], `?2` now.
+/// Every record expires `DELIVERY_TTL` after receipt, so the expired ones are found on the
+/// `received_at` index (schema v4); `expires_at` still has the last word.
 pub(super) const PURGE_EXPIRED: &str = "DELETE FROM deliveries WHERE received_at <= ?1 AND expires_at <= ?2";
 
-/// Records `delivery` and applies `effect` inside the writer's transaction (see [`Ledger::apply`]).
-fn apply(tx: &Connection, delivery: &NewDelivery, effect: &Effect, now: Millis) -> Result<Applied, LedgerError> {
-    tx.prepare_cached(PURGE_EXPIRED)?.execute([now.minus(DELIVERY_TTL).0, now.0])?;
+/// True when a write at `now` should purge: [`PURGE_EVERY`] or more since the last purge (by this
+/// clock: a clock set back counts as due), which it then records as now. Writes run one at a time
+/// on the writer thread, so the load and store need no stronger ordering.
+fn purge_due(purged_at: &AtomicI64, now: Millis) -> bool {
+    let last = purged_at.load(Ordering::Relaxed);
+    let due = last == i64::MIN || now.0 < last || now.minus(PURGE_EVERY).0 >= last;
+    if due {
+        purged_at.store(now.0, Ordering::Relaxed);
+    }
+    due
+}
+
+/// Records `delivery` and applies `effect` inside the writer's transaction (see [`Ledger::apply`]),
+/// first purging expired delivery records when `purge` says so.
+fn apply(
+    tx: &Connection,
+    delivery: &NewDelivery,
+    effect: &Effect,
+    now: Millis,
+    purge: bool,
+) -> Result<Applied, LedgerError> {
+    if purge {
+        tx.prepare_cached(PURGE_EXPIRED)?.execute([now.minus(DELIVERY_TTL).0, now.0])?;
+    }
+    // An expired record not purged yet does not count: the id is new again.
     let seen: bool = tx
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)")?
-        .query_row([&delivery.id], |r| r.get(0))?;
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?1 AND expires_at > ?2)")?
+        .query_row(params![delivery.id, now.0], |r| r.get(0))?;
     if seen {
         return Ok(Applied::Duplicate);
     }
@@ -325,8 +358,9 @@ fn apply(tx: &Connection, delivery: &NewDelivery, effect: &Effect, now: Millis) 
             (Applied::Recorded, None)
         }
     };
+    // REPLACE: only an expired record of this id can be there (the check above), and it goes.
     tx.prepare_cached(
-        "INSERT INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
+        "INSERT OR REPLACE INTO deliveries (id, tracker, event, thread_key, reason, task_id, received_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![

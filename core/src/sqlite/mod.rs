@@ -366,4 +366,47 @@ mod tests {
         let ids = strings("SELECT id FROM deliveries ORDER BY received_at");
         assert_eq!(ids, ["live", "again-c1"]);
     }
+
+    /// Writes purge at most once per `PURGE_EVERY`. In between, an expired record stays in the
+    /// file but counts for nothing: its id is new again, and recording it replaces the old row.
+    #[tokio::test]
+    async fn an_expired_delivery_not_yet_purged_is_new_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE_NAME);
+        let start = Millis(1_000_000_000_000);
+        let clock = Arc::new(ManualClock::new(start));
+        let (ledger, _queue) = open(&path, clock.clone()).unwrap();
+        let check = Connection::open(&path).unwrap();
+        let rows = |id: &str| -> Vec<i64> {
+            let mut stmt = check.prepare("SELECT received_at FROM deliveries WHERE id = ?1").unwrap();
+            let rows = stmt.query_map([id], |r| r.get(0)).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        let record = |id: &str| {
+            let delivery = NewDelivery {
+                id: id.into(),
+                tracker: Tracker::Github,
+                event: "issue_comment.created".into(),
+                thread_key: None,
+                reason: ReasonCode::Ignored(crate::decision::IgnoreReason::NoMention),
+            };
+            let ledger = ledger.clone();
+            async move { ledger.apply(&delivery, &Effect::Nothing).await.unwrap() }
+        };
+        let ttl = crate::ledger::DELIVERY_TTL;
+        assert_eq!(record("d-old").await, Applied::Recorded);
+        assert_eq!(record("d-again").await, Applied::Recorded);
+        // A purge just before the two expire, then a write just after: no purge due yet.
+        clock.advance(ttl - Duration::from_millis(1));
+        assert_eq!(record("d-purging").await, Applied::Recorded);
+        clock.advance(Duration::from_millis(2));
+        assert_eq!(record("d-again").await, Applied::Recorded, "expired, so new again");
+        assert_eq!(rows("d-again"), [clock.now().0], "the old row was replaced");
+        assert_eq!(rows("d-old"), [start.0], "expired but not purged yet");
+        assert_eq!(ledger.delivery("d-old").await.unwrap(), None, "and not returned");
+        assert_eq!(record("d-again").await, Applied::Duplicate, "the new record counts");
+        clock.advance(ledger::PURGE_EVERY);
+        assert_eq!(record("d-later").await, Applied::Recorded);
+        assert_eq!(rows("d-old"), Vec::<i64>::new(), "purged by the first write a PURGE_EVERY later");
+    }
 }
