@@ -57,7 +57,12 @@ pub struct SqliteLedger {
 
 impl SqliteLedger {
     pub(super) fn new(writer: Arc<Writer>, reader: Connection, clock: Arc<dyn Clock>) -> SqliteLedger {
-        SqliteLedger { writer, reader: Arc::new(Mutex::new(reader)), clock, purged_at: Arc::new(AtomicI64::new(i64::MIN)) }
+        SqliteLedger {
+            writer,
+            reader: Arc::new(Mutex::new(reader)),
+            clock,
+            purged_at: Arc::new(AtomicI64::new(i64::MIN)),
+        }
     }
 
     /// Runs the write `f` in the writer's next group transaction, with "now" read when it runs.
