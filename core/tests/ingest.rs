@@ -275,3 +275,73 @@ async fn an_oversized_body_is_refused_before_verification_and_records_nothing() 
     assert_eq!((outcome.status(), outcome.code()), (413, "too_large".to_owned()));
     assert!(f.ledger.deliveries(10).await.unwrap().is_empty());
 }
+
+/// The SQLite ledger, counting the thread snapshots read through it. It keeps the port's default
+/// `decide_and_apply` (read the thread when asked, then apply), so every snapshot ingest asks for
+/// passes through `thread`.
+#[derive(Debug)]
+struct CountingLedger {
+    inner: sqlite::SqliteLedger,
+    threads_read: std::sync::Mutex<Vec<ThreadKey>>,
+}
+
+#[async_trait]
+impl Ledger for CountingLedger {
+    async fn thread(&self, key: &ThreadKey, root: Option<&str>, since: Millis) -> Result<ThreadSnapshot, LedgerError> {
+        self.threads_read.lock().unwrap().push(key.clone());
+        self.inner.thread(key, root, since).await
+    }
+    async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
+        self.inner.apply(delivery, effect).await
+    }
+    async fn transition(&self, id: &TaskId, t: &Transition) -> Result<Task, LedgerError> {
+        self.inner.transition(id, t).await
+    }
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, LedgerError> {
+        self.inner.task(id).await
+    }
+    async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, LedgerError> {
+        self.inner.tasks(filter).await
+    }
+    async fn delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, LedgerError> {
+        self.inner.delivery(id).await
+    }
+    async fn deliveries(&self, limit: usize) -> Result<Vec<DeliveryRecord>, LedgerError> {
+        self.inner.deliveries(limit).await
+    }
+    async fn set_codex_thread(&self, key: &ThreadKey, id: &str) -> Result<(), LedgerError> {
+        self.inner.set_codex_thread(key, id).await
+    }
+    async fn append_transcript(&self, id: &TaskId, entries: &[TranscriptEntry]) -> Result<(), LedgerError> {
+        self.inner.append_transcript(id, entries).await
+    }
+    async fn transcript(&self, id: &TaskId) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        self.inner.transcript(id).await
+    }
+    async fn stranded(&self, before: Millis, limit: usize) -> Result<Vec<Task>, LedgerError> {
+        self.inner.stranded(before, limit).await
+    }
+}
+
+/// A comment that asks for nothing is recorded, under its thread, without reading the thread
+/// (on DynamoDB, one query fewer for most deliveries); a mention reads it for the run budget.
+#[tokio::test]
+async fn the_thread_is_read_only_for_deliveries_that_depend_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let (inner, queue) = sqlite::open(&dir.path().join(sqlite::DB_FILE_NAME), clock.clone()).unwrap();
+    let ledger = Arc::new(CountingLedger { inner, threads_read: std::sync::Mutex::new(Vec::new()) });
+    let ingest = Ingest::new(config(), ledger.clone(), Arc::new(queue), clock);
+    let thread = "github:Codertocat/Hello-World#1:agent";
+
+    let outcome = ingest.handle(github_request("plain", "thanks, looks good")).await;
+    assert_eq!(outcome.code(), "ignored:no_mention");
+    assert!(ledger.threads_read.lock().unwrap().is_empty(), "no snapshot for a comment that asks for nothing");
+    let record = ledger.delivery("github:plain").await.unwrap().expect("recorded");
+    assert_eq!(record.thread_key.as_ref().map(ThreadKey::as_str), Some(thread));
+
+    let outcome = ingest.handle(github_request("asks", "@agent please fix")).await;
+    assert_eq!(outcome.code(), "enqueued");
+    let read: Vec<String> = ledger.threads_read.lock().unwrap().iter().map(|k| k.as_str().to_owned()).collect();
+    assert_eq!(read, [thread]);
+}

@@ -318,7 +318,8 @@ impl Ingest {
     }
 
     /// The I/O half: the rules over a fresh thread snapshot and the ledger write (one step, see
-    /// [`Ledger::decide_and_apply`]), then the enqueue.
+    /// [`Ledger::decide_and_apply`]), then the enqueue. The snapshot is read only when the decision
+    /// depends on it ([`trigger::decide_unread`]).
     async fn record(&self, event: Event) -> Outcome {
         let now = self.clock.now();
         let config = Arc::clone(&self.config);
@@ -331,8 +332,14 @@ impl Ingest {
         // The markdown scan here, so the ledger's step (one writer for all requests, on SQLite)
         // runs only what depends on the thread.
         let reading = trigger::read(&event, &config.rules);
+        // Most deliveries are settled without the thread's state: then it is not read at all.
+        let settled = trigger::decide_unread(&event, &config.rules, &reading, now);
+        let thread = if settled.is_some() { None } else { thread };
         let decide: Decide = Box::new(move |snapshot| {
-            let decision = trigger::decide_read(&event, &config.rules, &reading, snapshot, now);
+            let decision = match settled {
+                Some(decision) => decision,
+                None => trigger::decide_read(&event, &config.rules, &reading, snapshot, now),
+            };
             let delivery = NewDelivery {
                 id: format!("{}:{}", event.tracker, event.delivery_id),
                 tracker: event.tracker,

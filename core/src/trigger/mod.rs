@@ -8,12 +8,18 @@
 //! and the run budget. Permission is never refused here: authors the payload cannot vouch for are
 //! `deferred` to the worker's lookup. Unassignments clear the thread's flag whoever made them
 //! (except Beckon), since they state a fact rather than ask for work.
+//!
+//! Most deliveries are settled before the thread's state matters (a comment that mentions no one,
+//! a bot's comment, a deletion): [`decide_unread`] gives those decisions without a snapshot, so
+//! ingest reads the thread only for the rest. It is the same code as [`decide_read`], stopped
+//! where the snapshot would first be read, so the two cannot disagree.
 
 mod mention;
 
 #[cfg(test)]
 mod tests;
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 pub use mention::{find as find_mention, Mention};
@@ -143,25 +149,68 @@ pub fn decide(event: &Event, rules: &Rules, thread: &ThreadSnapshot, now: Millis
 
 /// [`decide`], given what [`read`] found in `event` (under the same `rules`).
 pub fn decide_read(event: &Event, rules: &Rules, reading: &Reading, thread: &ThreadSnapshot, now: Millis) -> Decision {
+    match decide_with(event, rules, reading, thread, now) {
+        Ok(decision) => decision,
+        Err(never) => match never {},
+    }
+}
+
+/// The decision for `event` when it does not depend on the thread's state, so that
+/// [`decide_read`] would give it for every snapshot; `None` when it does.
+pub fn decide_unread(event: &Event, rules: &Rules, reading: &Reading, now: Millis) -> Option<Decision> {
+    decide_with(event, rules, reading, &Unread, now).ok()
+}
+
+/// Where the rules find the thread's state: a [`ThreadSnapshot`], or [`Unread`].
+trait ThreadState {
+    /// Why the state is not there: [`Infallible`] for a snapshot.
+    type Missing;
+    fn get(&self) -> Result<&ThreadSnapshot, Self::Missing>;
+}
+
+impl ThreadState for ThreadSnapshot {
+    type Missing = Infallible;
+    fn get(&self) -> Result<&ThreadSnapshot, Infallible> {
+        Ok(self)
+    }
+}
+
+/// No snapshot: deciding stops where the rules would first look at the thread.
+struct Unread;
+
+impl ThreadState for Unread {
+    type Missing = Unread;
+    fn get(&self) -> Result<&ThreadSnapshot, Unread> {
+        Err(Unread)
+    }
+}
+
+fn decide_with<T: ThreadState>(
+    event: &Event,
+    rules: &Rules,
+    reading: &Reading,
+    thread: &T,
+    now: Millis,
+) -> Result<Decision, T::Missing> {
     match &event.kind {
         EventKind::Comment(c) => decide_comment(event, c, rules, reading, thread, now),
         EventKind::Assignment(a) => decide_assignment(event, a, rules, thread, now),
         EventKind::AgentSession(s) => decide_agent_session(event, s, rules, thread, now),
-        EventKind::Unrouted(_) => Decision::ignore(IgnoreReason::Unrouted),
+        EventKind::Unrouted(_) => Ok(Decision::ignore(IgnoreReason::Unrouted)),
     }
 }
 
-fn decide_comment(
+fn decide_comment<T: ThreadState>(
     event: &Event,
     c: &CommentEvent,
     rules: &Rules,
     reading: &Reading,
-    thread: &ThreadSnapshot,
+    thread: &T,
     now: Millis,
-) -> Decision {
+) -> Result<Decision, T::Missing> {
     let comment = &c.comment;
     if let Some(why) = rules.guard(event.tracker, &comment.author) {
-        return Decision::ignore(why);
+        return Ok(Decision::ignore(why));
     }
     let thread_key = ThreadKey::new(&c.subject, &rules.handle);
     let mention = &reading.mention;
@@ -169,14 +218,14 @@ fn decide_comment(
         CommentAction::Created => {}
         CommentAction::Deleted => {
             let effect = Effect::RetractComment { thread_key, comment_id: comment.id.clone() };
-            return Decision { reason: ReasonCode::Cancelled, effect };
+            return Ok(Decision { reason: ReasonCode::Cancelled, effect });
         }
         CommentAction::Edited { .. } => {
             // Only an edit that adds the first mention asks for anything (so it can only route
             // as a mention): fixing a typo in a comment that already triggered, or editing a
             // reply, must not run the agent again.
             if reading.had_mention || mention.is_none() {
-                return Decision::ignore(IgnoreReason::MentionNotNew);
+                return Ok(Decision::ignore(IgnoreReason::MentionNotNew));
             }
         }
     }
@@ -184,27 +233,28 @@ fn decide_comment(
 
     if mention.as_ref().is_some_and(Mention::is_stop) {
         if !trusted {
-            return Decision::ignore(IgnoreReason::Untrusted);
+            return Ok(Decision::ignore(IgnoreReason::Untrusted));
         }
+        let thread = thread.get()?;
         if thread.queued.is_none() && thread.active.is_none() {
-            return Decision::ignore(IgnoreReason::NothingToCancel);
+            return Ok(Decision::ignore(IgnoreReason::NothingToCancel));
         }
         let effect = Effect::CancelThread { thread_key, reason: CancelReason::StopCommand };
-        return Decision { reason: ReasonCode::Cancelled, effect };
+        return Ok(Decision { reason: ReasonCode::Cancelled, effect });
     }
 
     let root = comment.placement.root_id();
     let kind = if mention.is_some() {
         TriggerKind::Mention
-    } else if root.is_some_and(|root| root != comment.id) && thread.participates {
+    } else if root.is_some_and(|root| root != comment.id) && thread.get()?.participates {
         TriggerKind::Reply
-    } else if root.is_none() && assigned_to_agent(c, rules, thread) {
+    } else if root.is_none() && assigned_to_agent(c, rules, thread)? {
         TriggerKind::AssignedComment
     } else {
-        return Decision::ignore(IgnoreReason::NoMention);
+        return Ok(Decision::ignore(IgnoreReason::NoMention));
     };
-    if over_budget(rules, thread) {
-        return Decision::ignore(IgnoreReason::RunBudget);
+    if over_budget(rules, thread.get()?) {
+        return Ok(Decision::ignore(IgnoreReason::RunBudget));
     }
 
     let (permission, reason) = if trusted {
@@ -237,41 +287,41 @@ fn decide_comment(
         participates_in,
         marks_assigned: false,
     });
-    Decision { reason, effect }
+    Ok(Decision { reason, effect })
 }
 
-fn decide_assignment(
+fn decide_assignment<T: ThreadState>(
     event: &Event,
     a: &AssignmentEvent,
     rules: &Rules,
-    thread: &ThreadSnapshot,
+    thread: &T,
     now: Millis,
-) -> Decision {
+) -> Result<Decision, T::Missing> {
     if rules.is_own(event.tracker, &a.actor) {
-        return Decision::ignore(IgnoreReason::OwnComment);
+        return Ok(Decision::ignore(IgnoreReason::OwnComment));
     }
     let is_ours = |id: &Option<String>| id.as_ref().is_some_and(|id| rules.own_linear_user_ids.contains(id));
     let to_agent = match &a.change {
         AssignmentChange::Assigned { login } => contains_ignore_case(&rules.agent_logins, login),
         AssignmentChange::Delegated { delegate_id, .. } => is_ours(delegate_id),
         AssignmentChange::Unassigned { login } => {
-            return unassign_if(contains_ignore_case(&rules.agent_logins, login), a, rules);
+            return Ok(unassign_if(contains_ignore_case(&rules.agent_logins, login), a, rules));
         }
         AssignmentChange::Assignee { .. } => false,
     };
     if !to_agent {
-        return match &a.change {
+        return Ok(match &a.change {
             AssignmentChange::Delegated { previous_id, .. } => unassign_if(is_ours(previous_id), a, rules),
             AssignmentChange::Assigned { .. }
             | AssignmentChange::Unassigned { .. }
             | AssignmentChange::Assignee { .. } => Decision::ignore(IgnoreReason::NotForAgent),
-        };
+        });
     }
     if let Some(why) = rules.guard(event.tracker, &a.actor) {
-        return Decision::ignore(why);
+        return Ok(Decision::ignore(why));
     }
-    if over_budget(rules, thread) {
-        return Decision::ignore(IgnoreReason::RunBudget);
+    if over_budget(rules, thread.get()?) {
+        return Ok(Decision::ignore(IgnoreReason::RunBudget));
     }
     let trigger = Trigger {
         delivery_id: event.delivery_id.clone(),
@@ -292,7 +342,7 @@ fn decide_assignment(
         participates_in: None,
         marks_assigned: true,
     });
-    Decision { reason: ReasonCode::Enqueued, effect }
+    Ok(Decision { reason: ReasonCode::Enqueued, effect })
 }
 
 /// `Unassign` (reason `ignored:not_for_agent`: no work follows) when the agent lost the issue.
@@ -319,36 +369,37 @@ fn is_trusted(kind: ActorKind, membership: &Membership) -> bool {
 }
 
 /// The payload's assignee list when it has one, else the ledger's memory of the last assignment.
-fn assigned_to_agent(c: &CommentEvent, rules: &Rules, thread: &ThreadSnapshot) -> bool {
-    match &c.assignees {
+fn assigned_to_agent<T: ThreadState>(c: &CommentEvent, rules: &Rules, thread: &T) -> Result<bool, T::Missing> {
+    Ok(match &c.assignees {
         Some(logins) => logins.iter().any(|login| contains_ignore_case(&rules.agent_logins, login)),
-        None => thread.assigned_to_agent,
-    }
+        None => thread.get()?.assigned_to_agent,
+    })
 }
 
 /// A new task would exceed the thread's budget; joining a queued task costs no extra run.
 /// A Linear Agent API session: `created` and `prompted` ask for work, answered with activities in
 /// the session; `prompted` with the `stop` signal cancels. The session's creator is a workspace
 /// member (or an automation, which the run budget keeps in check). Other actions are ignored.
-fn decide_agent_session(
+fn decide_agent_session<T: ThreadState>(
     event: &Event,
     s: &AgentSessionEvent,
     rules: &Rules,
-    thread: &ThreadSnapshot,
+    thread: &T,
     now: Millis,
-) -> Decision {
+) -> Result<Decision, T::Missing> {
     let thread_key = ThreadKey::new(&s.subject, &rules.handle);
-    match (s.action.as_str(), s.signal.as_deref()) {
+    Ok(match (s.action.as_str(), s.signal.as_deref()) {
         ("prompted", Some("stop")) => {
+            let thread = thread.get()?;
             if thread.queued.is_none() && thread.active.is_none() {
-                return Decision::ignore(IgnoreReason::NothingToCancel);
+                return Ok(Decision::ignore(IgnoreReason::NothingToCancel));
             }
             let effect = Effect::CancelThread { thread_key, reason: CancelReason::StopCommand };
             Decision { reason: ReasonCode::Cancelled, effect }
         }
         ("created" | "prompted", _) => {
-            if over_budget(rules, thread) {
-                return Decision::ignore(IgnoreReason::RunBudget);
+            if over_budget(rules, thread.get()?) {
+                return Ok(Decision::ignore(IgnoreReason::RunBudget));
             }
             // No comment id: the session's root comment may also arrive as a Comment webhook and
             // coalesce into the same task; the session placement then decides where replies go.
@@ -372,7 +423,7 @@ fn decide_agent_session(
             Decision { reason: ReasonCode::Enqueued, effect }
         }
         (_, _) => Decision::ignore(IgnoreReason::AgentSession),
-    }
+    })
 }
 
 fn over_budget(rules: &Rules, thread: &ThreadSnapshot) -> bool {

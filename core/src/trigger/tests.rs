@@ -701,6 +701,75 @@ fn every_rule_fires_when_it_should_and_only_then() {
         if got != (reason.to_owned(), shape.clone()) {
             failures.push(format!("{name}: expected {reason} {shape:?}, got {} {:?}", got.0, got.1));
         }
+        // A decision taken without the thread must be the one taken on any thread at all.
+        if let Some(settled) = decide_unread(&event, &rules, &read(&event, &rules), NOW) {
+            for other in every_kind_of_thread() {
+                if decide(&event, &rules, &other, NOW) != settled {
+                    failures.push(format!("{name}: settled without the thread, but {other:?} decides otherwise"));
+                }
+            }
+        }
+    }
+    assert_eq!(failures, Vec::<String>::new());
+}
+
+/// One snapshot for each thing the rules read from a thread, and all of them at once.
+fn every_kind_of_thread() -> Vec<ThreadSnapshot> {
+    let everything = ThreadSnapshot {
+        queued: Some(TaskId("t_q".into())),
+        active: Some(TaskId("t_r".into())),
+        runs_in_window: 3,
+        participates: true,
+        assigned_to_agent: true,
+        codex_thread_id: Some("th_1".into()),
+    };
+    let assigned = idle().with(|t| t.assigned_to_agent = true);
+    vec![idle(), queued(), running(), participating(), spent(), assigned, everything]
+}
+
+/// The thread is read only for what depends on it: the everyday deliveries (a comment that
+/// mentions no one, a bot's comment, a deletion, an edit) are settled without it.
+#[test]
+fn the_thread_is_read_only_when_the_decision_depends_on_it() {
+    let rules = rules();
+    let settled =
+        |event: Event| decide_unread(&event, &rules, &read(&event, &rules), NOW).map(|d| d.reason.to_string());
+    let bot = github("@agent fix").with(|c| c.comment.author = actor("ci[bot]", ActorKind::Bot));
+    let cases: Vec<(&str, Event, Option<&str>)> = vec![
+        ("no mention, assignees in the payload", github("looks good").into(), Some("ignored:no_mention")),
+        ("a bot's mention", bot.into(), Some("ignored:bot")),
+        ("a deletion", github("@agent fix").with(|c| c.action = CommentAction::Deleted).into(), Some("cancelled")),
+        (
+            "an edit keeping its mention",
+            github("@agent fix").with(edited(Some("@agent fx"))).into(),
+            Some("ignored:mention_not_new"),
+        ),
+        (
+            "a stop by an outsider",
+            github("@agent stop").with(|c| c.comment.membership = Membership::Other("NONE".into())).into(),
+            Some("ignored:untrusted"),
+        ),
+        ("a mention: the run budget", github("@agent fix").into(), None),
+        ("a stop: is there anything to cancel", github("@agent stop").into(), None),
+        ("no mention in a review thread: participation", github("ok").with(in_review_thread("r1")).into(), None),
+        ("no mention, no assignees in the payload: the thread's", linear("ok").into(), None),
+        (
+            "an assignment to the agent: the run budget",
+            assigned(AssignmentChange::Assigned { login: "agent-bot-user".into() }).into(),
+            None,
+        ),
+        (
+            "an assignment to someone else",
+            assigned(AssignmentChange::Assigned { login: "bob".into() }).into(),
+            Some("ignored:not_for_agent"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, event, expected) in cases {
+        let got = settled(event);
+        if got.as_deref() != expected {
+            failures.push(format!("{name}: expected {expected:?}, got {got:?}"));
+        }
     }
     assert_eq!(failures, Vec::<String>::new());
 }
