@@ -244,18 +244,20 @@ impl Ingest {
     /// Handles one delivery end to end and logs one line saying what happened and why.
     /// Never panics on any input; every outcome is a value.
     pub async fn handle(&self, req: WebhookRequest) -> Outcome {
-        let span = delivery_span(req.tracker, &req.headers);
+        let delivery_id = delivery_id(req.tracker, &req.headers);
         let outcome = match self.verify_and_decode(&req) {
             Ok(event) => {
                 let target = ack::ack_for(&event);
-                let outcome = self.record(event).instrument(span.clone()).await;
+                let outcome = self.record(event, delivery_id).await;
                 if let (Outcome::Accepted { reason, .. }, Some(target), Some((acker, mode))) =
                     (&outcome, target, &self.ack)
                 {
                     if reason.is_work() {
+                        // A span for the acknowledgement's own lines (it may outlive this call).
+                        let span = tracing::info_span!("delivery", tracker = %req.tracker, delivery_id);
                         match mode {
                             AckMode::Inline => {
-                                acknowledge(&**acker, &target, ack::ACK_TIMEOUT).instrument(span.clone()).await;
+                                acknowledge(&**acker, &target, ack::ACK_TIMEOUT).instrument(span).await;
                             }
                             // Best effort and bounded: not awaited by anyone, and nothing to clean up
                             // if the process stops first.
@@ -264,7 +266,7 @@ impl Ingest {
                                 let work = async move {
                                     acknowledge(&*acker, &target, ack::BACKGROUND_ACK_TIMEOUT).await;
                                 };
-                                tokio::spawn(work.instrument(span.clone()));
+                                tokio::spawn(work.instrument(span));
                             }
                         }
                     }
@@ -273,7 +275,7 @@ impl Ingest {
             }
             Err(rejection) => Outcome::Rejected(rejection),
         };
-        span.in_scope(|| log_outcome(&outcome));
+        log_outcome(req.tracker, delivery_id, &outcome);
         outcome
     }
 
@@ -281,7 +283,7 @@ impl Ingest {
     /// logging it exactly like [`Ingest::handle`] would.
     pub fn refuse(&self, tracker: Tracker, headers: &Headers, rejection: Rejection) -> Outcome {
         let outcome = Outcome::Rejected(rejection);
-        delivery_span(tracker, headers).in_scope(|| log_outcome(&outcome));
+        log_outcome(tracker, delivery_id(tracker, headers), &outcome);
         outcome
     }
 
@@ -320,7 +322,7 @@ impl Ingest {
     /// The I/O half: the rules over a fresh thread snapshot and the ledger write (one step, see
     /// [`Ledger::decide_and_apply`]), then the enqueue. The snapshot is read only when the decision
     /// depends on it ([`trigger::decide_unread`]).
-    async fn record(&self, event: Event) -> Outcome {
+    async fn record(&self, event: Event, delivery_id: &str) -> Outcome {
         let now = self.clock.now();
         let config = Arc::clone(&self.config);
         let thread = trigger::thread_of(&event, &config.rules.handle).map(|(key, root_id)| ThreadQuery {
@@ -363,11 +365,16 @@ impl Ingest {
                         // Tells the sweeper this one arrived. If the mark itself fails, the sweeper
                         // resends a task already on the queue: harmless, it dedupes by task id.
                         if let Err(e) = self.ledger.transition(&task.id, &Transition::Enqueued).await {
-                            warn!(task_id = %task.id, error = %e, "enqueued, but not marked so");
+                            warn!(delivery_id, task_id = %task.id, error = %e, "enqueued, but not marked so");
                         }
                     }
                     Err(e) => {
-                        warn!(task_id = %task.id, error = %e, "enqueue failed; the task stays queued for the sweeper")
+                        warn!(
+                            delivery_id,
+                            task_id = %task.id,
+                            error = %e,
+                            "enqueue failed; the task stays queued for the sweeper"
+                        )
                     }
                 }
                 Outcome::Accepted { reason, task_id: Some(task.id) }
@@ -389,25 +396,32 @@ async fn acknowledge(acker: &dyn Acknowledge, target: &Ack, limit: Duration) {
     }
 }
 
-fn delivery_span(tracker: Tracker, headers: &Headers) -> tracing::Span {
-    let delivery_header = match tracker {
+/// The delivery id header's value, or "" when it is missing (the request is then refused).
+fn delivery_id(tracker: Tracker, headers: &Headers) -> &str {
+    let header = match tracker {
         Tracker::Github => "x-github-delivery",
         Tracker::Linear => "linear-delivery",
     };
-    let delivery_id = headers.get(delivery_header).unwrap_or("");
-    tracing::info_span!("delivery", %tracker, delivery_id = %delivery_id)
+    headers.get(header).unwrap_or("")
 }
 
-fn log_outcome(outcome: &Outcome) {
+/// The delivery's one line. Its tracker and id are fields of the line itself rather than of a
+/// span around the request: a span per delivery (created, entered at every poll, closed, and its
+/// fields re-read for the line) cost more than the line (BENCHMARKS.md).
+fn log_outcome(tracker: Tracker, delivery_id: &str, outcome: &Outcome) {
     match outcome {
         Outcome::Accepted { reason, task_id } => {
-            info!(outcome = %reason, task_id = task_id.as_ref().map(|t| t.as_str()), "delivery accepted");
+            let task_id = task_id.as_ref().map(TaskId::as_str);
+            info!(%tracker, delivery_id, outcome = %reason, task_id, "delivery accepted");
         }
-        Outcome::Duplicate => info!(outcome = "duplicate", "delivery already recorded"),
+        Outcome::Duplicate => info!(%tracker, delivery_id, outcome = "duplicate", "delivery already recorded"),
         Outcome::Rejected(r) => {
-            warn!(status = outcome.status(), outcome = %outcome.code(), reason = %r, "delivery rejected");
+            let (status, code) = (outcome.status(), outcome.code());
+            warn!(%tracker, delivery_id, status, outcome = %code, reason = %r, "delivery rejected");
         }
-        Outcome::Failed(e) => warn!(status = 500, error = %e, "ledger unavailable: delivery not recorded"),
+        Outcome::Failed(e) => {
+            warn!(%tracker, delivery_id, status = 500, error = %e, "ledger unavailable: delivery not recorded");
+        }
     }
 }
 
