@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use beckon_core::event::Tracker;
 use clap::{Parser, Subcommand};
 
 /// The allocator `beckon` uses, so the floor (and the in-process ledger figures) measure the same
@@ -70,7 +71,8 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         tasks: usize,
     },
-    /// Comment → 👀 acknowledgement: `beckon serve` (no worker) with a GitHub token, spaced and in a burst.
+    /// Comment → acknowledgement: `beckon serve` (no worker) with a GitHub token and a Linear API
+    /// key, spaced and in a burst, on GitHub (👀) and on Linear (an agent session's first thought).
     Ack {
         #[arg(long)]
         beckon: PathBuf,
@@ -156,8 +158,10 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Ack { beckon, comments, gap_ms, burst } => {
-            for (n, gap) in [(comments, Duration::from_millis(gap_ms)), (burst, Duration::ZERO)] {
-                println!("{}", ack::run(&beckon, n, gap).await?.row());
+            for tracker in [Tracker::Github, Tracker::Linear] {
+                for (n, gap) in [(comments, Duration::from_millis(gap_ms)), (burst, Duration::ZERO)] {
+                    println!("{}", ack::run(&beckon, tracker, n, gap).await?.row());
+                }
             }
         }
         Cmd::Lambda { function, node_script, endpoint, table, queue_url, cold, warm } => {

@@ -17,6 +17,9 @@ pub const SECRET: &str = "bench-secret-3c1f0a";
 /// The example payload everything is built from.
 const FIXTURE: &str = include_str!("../../fixtures/github/issue_comment.created.json");
 
+/// Linear's example of a new agent session (someone mentioned or delegated to the agent).
+const LINEAR_SESSION_FIXTURE: &str = include_str!("../../fixtures/linear/AgentSessionEvent.created.json");
+
 /// Comment body sizes: a one-liner, a typical bug report, and one near GitHub's 65,536 cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
@@ -69,9 +72,14 @@ pub struct Payload {
 
 /// `sha256=<hex>` over `body`, as GitHub sends it.
 pub fn sign(body: &[u8]) -> anyhow::Result<String> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).context("while keying the HMAC")?;
+    Ok(format!("sha256={}", hmac_hex(SECRET, body)?))
+}
+
+/// The bare hex HMAC-SHA256 of `body` under `secret`: Linear's `Linear-Signature`.
+pub fn hmac_hex(secret: &str, body: &[u8]) -> anyhow::Result<String> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).context("while keying the HMAC")?;
     mac.update(body);
-    Ok(format!("sha256={}", hex::encode(mac.finalize().into_bytes())))
+    Ok(hex::encode(mac.finalize().into_bytes()))
 }
 
 /// The example payload with `body`, `author_association`, issue `number` and comment `id` set.
@@ -82,6 +90,30 @@ pub fn comment(body: &str, association: &str, number: u64, comment_id: u64) -> a
     payload["comment"]["id"] = json!(comment_id);
     payload["issue"]["number"] = json!(number);
     Ok(payload)
+}
+
+/// The Linear example `AgentSessionEvent.created` as session `n`: its own session, issue and
+/// comment ids (so its own thread), sent at `webhook_timestamp_ms` (Unix milliseconds, inside the
+/// replay window).
+pub fn linear_session(n: u64, webhook_timestamp_ms: u128) -> anyhow::Result<Value> {
+    let mut payload: Value = serde_json::from_str(LINEAR_SESSION_FIXTURE).context("while parsing the fixture")?;
+    let (session, issue, comment) =
+        (linear_session_id(n), format!("1550e000-0000-4000-8000-{n:012}"), format!("c0330000-0000-4000-8000-{n:012}"));
+    let s = &mut payload["agentSession"];
+    s["id"] = json!(session);
+    s["issueId"] = json!(issue);
+    s["issue"]["id"] = json!(issue);
+    s["commentId"] = json!(comment);
+    s["comment"]["id"] = json!(comment);
+    s["comment"]["issueId"] = json!(issue);
+    s["comment"]["body"] = json!("@agent the toast is missing when TOKEN_EXPIRED comes back, please fix");
+    payload["webhookTimestamp"] = json!(webhook_timestamp_ms);
+    Ok(payload)
+}
+
+/// The `agentSession.id` of [`linear_session`] `n`.
+pub fn linear_session_id(n: u64) -> String {
+    format!("5e550000-0000-4000-8000-{n:012}")
 }
 
 /// Every (size, kind, issue) combination for issues `1..=issues`: 2 no-mention bodies for every

@@ -10,6 +10,9 @@
 //! tracker double's own clock.
 //!
 //! Scale: `slots` concurrent tasks (`BECKON_WORKER_SLOTS`), as many tasks sent at once.
+//!
+//! The acknowledgement bench (`ack`) starts the same world without Codex, and with the Linear
+//! double beside the GitHub one ([`World::start_with_linear`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,10 +28,17 @@ use crate::stats::{children_cpu_time, cpu_time, ms, peak_rss_mib, quantile};
 
 #[path = "../../../core/tests/support/github_double.rs"]
 pub mod github_double;
+#[path = "../../../core/tests/support/linear_double.rs"]
+pub mod linear_double;
 
 use github_double::GithubDouble;
+use linear_double::LinearDouble;
 
 const TOKEN: &str = "ghp_bench_token_not_a_real_one_77aa";
+/// The Linear API key `beckon serve` is given and the Linear double accepts.
+const LINEAR_KEY: &str = "lin_api_bench_key_not_a_real_one_31c9";
+/// The Linear webhook signing secret.
+pub const LINEAR_SECRET: &str = "bench-linear-secret-8e2d51";
 /// How long one task may take before the run is abandoned.
 const TASK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long `beckon serve` may take to stop after SIGTERM.
@@ -61,6 +71,8 @@ pub struct World {
     _mock: Option<KillOnDrop>,
     beckon: KillOnDrop,
     pub double: GithubDouble,
+    /// The Linear double, when the world was started with Linear on.
+    pub linear: Option<LinearDouble>,
     base: String,
     logs: Arc<Mutex<Vec<String>>>,
     client: reqwest::Client,
@@ -124,6 +136,16 @@ impl World {
     /// Starts everything; `beckon` is the release binary, `codex` the pinned Codex binary (without
     /// it, `beckon serve` runs with no worker: ingest and its acknowledgement only).
     pub async fn start(beckon: &Path, codex: Option<&Path>, slots: usize) -> anyhow::Result<World> {
+        World::start_inner(beckon, codex, slots, false).await
+    }
+
+    /// `beckon serve` with no worker, and with Linear's webhook secret and API key (pointing at a
+    /// Linear double) beside GitHub's: ingest and its acknowledgements on both trackers.
+    pub async fn start_with_linear(beckon: &Path) -> anyhow::Result<World> {
+        World::start_inner(beckon, None, 1, true).await
+    }
+
+    async fn start_inner(beckon: &Path, codex: Option<&Path>, slots: usize, linear: bool) -> anyhow::Result<World> {
         let dir = tempfile::tempdir().context("while creating a tempdir")?;
         let seed = dir.path().join("seed");
         std::fs::create_dir_all(&seed)?;
@@ -168,6 +190,12 @@ impl World {
         if let (Some(codex), Some(config)) = (codex, &codex_config) {
             cmd.env("BECKON_CODEX_BIN", codex).env("BECKON_CODEX_CONFIG", config);
         }
+        let linear = if linear { Some(LinearDouble::start(LINEAR_KEY).await) } else { None };
+        if let Some(double) = &linear {
+            cmd.env("BECKON_LINEAR_WEBHOOK_SECRET", LINEAR_SECRET)
+                .env("BECKON_LINEAR_API_URL", &double.url)
+                .env("BECKON_LINEAR_API_KEY", LINEAR_KEY);
+        }
         let mut child = cmd.spawn().context("while starting beckon serve")?;
         let stderr = child.stderr.take().context("stderr not piped")?;
         let beckon = KillOnDrop(child);
@@ -197,6 +225,7 @@ impl World {
             _mock: mock,
             beckon,
             double,
+            linear,
             base: format!("http://{addr}"),
             logs,
             client,
@@ -231,6 +260,21 @@ impl World {
             .header("x-github-event", "issue_comment")
             .header("x-github-delivery", format!("work-{comment_id}"))
             .header("x-hub-signature-256", payloads::sign(&body)?)
+            .body(body))
+    }
+
+    /// The signed Linear webhook request opening agent session `n` (on its own issue), ready to
+    /// send; the world must have been started with Linear on.
+    pub fn linear_request(&self, n: u64) -> anyhow::Result<reqwest::RequestBuilder> {
+        let now_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_millis();
+        let body = serde_json::to_vec(&payloads::linear_session(n, now_ms)?)?;
+        Ok(self
+            .client
+            .post(format!("{}/webhooks/linear", self.base))
+            .header("content-type", "application/json; charset=utf-8")
+            .header("linear-delivery", format!("ack-{n}"))
+            .header("linear-event", "AgentSessionEvent")
+            .header("linear-signature", payloads::hmac_hex(LINEAR_SECRET, &body)?)
             .body(body))
     }
 
