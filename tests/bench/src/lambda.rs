@@ -1,12 +1,23 @@
-//! Lambda function cost: the `github-webhook` binary as deployed (profile `release-lambda`), and beside it the same handler logic
-//! on Node.js (`tests/bench/peer/lambda.mjs`), each driven through a minimal Lambda Runtime API
-//! served here (`/2018-06-01/runtime/invocation/next`, `…/{id}/response`, `…/{id}/error`), the
-//! protocol `functions/support/runtime_api.rs` serves in the function's tests. Both record in a
-//! DynamoDB table and an SQS FIFO queue on moto (started by `tests/bench/run`).
+//! Lambda function cost: the `github-webhook` binary as deployed (profile `release-lambda`), and
+//! beside it the same handler logic on Node.js (`tests/bench/peer/lambda.mjs`), each driven through
+//! a minimal Lambda Runtime API served here (`/2018-06-01/runtime/invocation/next`,
+//! `…/{id}/response`, `…/{id}/error`), the protocol `functions/support/runtime_api.rs` serves in
+//! the function's tests. Each configuration records in a DynamoDB table and an SQS FIFO queue of
+//! its own on moto (started by `tests/bench/run`): moto's DynamoDB slows as a table fills, so
+//! sharing one would charge whichever ran last for the items of those before.
 //!
 //! Cold start: a fresh process per sample, its event queued before the spawn; the time from just
 //! before the spawn to the response arriving. Warm: one process, a few warm-up invocations, then
 //! the time from `next` handing out each event to its response arriving.
+//!
+//! The bare function (and the peer) read the webhook secret from the environment and acknowledge
+//! nothing. The function as deployed (`infra/template.yaml`) does more before its first answer:
+//! it fetches the webhook secret and the GitHub App's private key from Secrets Manager (on moto),
+//! and it reacts 👀 inline, which for an App means signing a JWT and minting an installation token
+//! first; those requests go to the GitHub double from `core/tests/support`. Its cold start is
+//! measured too ([`cold_as_deployed`]). Not its warm handler time: an inline 👀 waits for GitHub's
+//! one-write-per-second pacing behind the previous invocation's, so back-to-back invocations would
+//! time the pacing.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +38,7 @@ use tokio::time::Instant;
 
 use crate::payloads;
 use crate::stats::{cpu_time, ms, quantile};
+use crate::work::github_double::GithubDouble;
 
 /// How long one invocation may take, cold start included.
 const WAIT: Duration = Duration::from_secs(30);
@@ -134,9 +146,9 @@ async fn init_error(body: Bytes) -> StatusCode {
     StatusCode::ACCEPTED
 }
 
-/// A signed function-URL event for an owner's `@agent` comment on its own issue.
-fn event(n: u64) -> anyhow::Result<Value> {
-    let body = serde_json::to_vec(&payloads::comment("@agent please fix the flaky test", "OWNER", n, n)?)?;
+/// A signed function-URL event for an owner's `@agent` comment `comment_id` on its own issue `n`.
+fn event(n: u64, comment_id: u64) -> anyhow::Result<Value> {
+    let body = serde_json::to_vec(&payloads::comment("@agent please fix the flaky test", "OWNER", n, comment_id)?)?;
     let signature = payloads::sign(&body)?;
     Ok(json!({
         "version": "2.0",
@@ -169,12 +181,44 @@ pub struct Target {
     pub name: &'static str,
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Its configuration beyond the Lambda and AWS variables every target gets: the webhook
+    /// secret (or its ARN), and the acknowledgement's credentials.
+    pub env: Vec<(String, String)>,
 }
 
+impl Target {
+    /// The bare configuration: the webhook secret in the environment, no acknowledgement.
+    pub fn bare(name: &'static str, program: PathBuf, args: Vec<String>) -> Target {
+        let env = vec![("BECKON_GITHUB_WEBHOOK_SECRET".to_owned(), payloads::SECRET.to_owned())];
+        Target { name, program, args, env }
+    }
+}
+
+/// The GitHub App the deployed configuration acknowledges as: its id, and the ARNs of the secrets
+/// (on moto) holding the webhook secret and the App's private key.
+pub struct Deployed {
+    pub app_id: String,
+    pub webhook_secret_arn: String,
+    pub app_key_arn: String,
+}
+
+/// Where one configuration records: moto's endpoint, and its own table and queue.
 pub struct Aws {
     pub endpoint: String,
     pub table: String,
     pub queue_url: String,
+}
+
+impl Aws {
+    /// One [`Aws`] per configuration, from parallel lists of tables and queue URLs.
+    pub fn each<const N: usize>(endpoint: &str, tables: &[String], queue_urls: &[String]) -> anyhow::Result<[Aws; N]> {
+        anyhow::ensure!(tables.len() == N && queue_urls.len() == N, "expected {N} tables and {N} queue URLs");
+        Ok(std::array::from_fn(|i| Aws {
+            endpoint: endpoint.to_owned(),
+            table: tables[i].clone(),
+            queue_url: queue_urls[i].clone(),
+        }))
+    }
 }
 
 fn spawn(target: &Target, runtime: &Runtime, aws: &Aws) -> anyhow::Result<tokio::process::Child> {
@@ -199,8 +243,8 @@ fn spawn(target: &Target, runtime: &Runtime, aws: &Aws) -> anyhow::Result<tokio:
             ("BECKON_BACKEND", "aws"),
             ("BECKON_TABLE_NAME", aws.table.as_str()),
             ("BECKON_QUEUE_URL", aws.queue_url.as_str()),
-            ("BECKON_GITHUB_WEBHOOK_SECRET", payloads::SECRET),
         ])
+        .envs(target.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -235,7 +279,7 @@ pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first
     for i in 0..cold {
         let mut runtime = Runtime::start().await?;
         n += 1;
-        let rx = runtime.submit(event(n)?)?;
+        let rx = runtime.submit(event(n, n)?)?;
         let started = Instant::now();
         let mut child = spawn(target, &runtime, aws)?;
         let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
@@ -252,7 +296,7 @@ pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first
             cpu_before = cpu_time(pid)?;
         }
         n += 1;
-        let rx = runtime.submit(event(n)?)?;
+        let rx = runtime.submit(event(n, n)?)?;
         let a = answer(rx, &format!("{} warm invocation {i}", target.name)).await?;
         if i >= WARM_UP {
             warm_samples.push(a.answered.saturating_duration_since(a.handed));
@@ -261,6 +305,56 @@ pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first
     let warm_cpu = cpu_time(pid)?.saturating_sub(cpu_before) / u32::try_from(warm.max(1)).unwrap_or(1);
     let _ = child.kill().await;
     Ok(Cost { name: target.name, cold: cold_samples, warm: warm_samples, warm_cpu })
+}
+
+/// The deployed configuration's cold starts (see the module doc): `cold` fresh processes of
+/// `function`, each answering one comment that exists on a fresh GitHub double; the time to the
+/// first answer, and how many of the comments got their 👀 before it.
+pub async fn cold_as_deployed(
+    function: &Path,
+    aws: &Aws,
+    deployed: &Deployed,
+    cold: usize,
+) -> anyhow::Result<(Vec<Duration>, usize)> {
+    let double = GithubDouble::start(None).await;
+    let target = Target {
+        name: "Rust (github-webhook), as deployed",
+        program: function.to_owned(),
+        args: Vec::new(),
+        env: vec![
+            ("BECKON_GITHUB_WEBHOOK_SECRET_ARN".to_owned(), deployed.webhook_secret_arn.clone()),
+            ("BECKON_GITHUB_APP_ID".to_owned(), deployed.app_id.clone()),
+            ("BECKON_GITHUB_APP_PRIVATE_KEY_ARN".to_owned(), deployed.app_key_arn.clone()),
+            ("BECKON_GITHUB_API_URL".to_owned(), double.base.clone()),
+        ],
+    };
+    let mut samples = Vec::new();
+    for i in 0..cold {
+        let mut runtime = Runtime::start().await?;
+        let n = 3_000_000 + i as u64;
+        let comment_id = double.add_comment(n, "@agent please fix the flaky test", "octocat");
+        let rx = runtime.submit(event(n, comment_id)?)?;
+        let started = Instant::now();
+        let mut child = spawn(&target, &runtime, aws)?;
+        let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
+        samples.push(a.answered.saturating_duration_since(started));
+        let _ = child.kill().await;
+    }
+    // Inline: a reaction the function made is on the double before its answer was sent.
+    let reacted = double.reactions().iter().filter(|(_, content)| content == "eyes").count();
+    Ok((samples, reacted))
+}
+
+/// The row for [`cold_as_deployed`].
+pub fn deployed_row(cold: &[Duration], reacted: usize) -> String {
+    format!(
+        "| Lambda cold start, Rust (github-webhook) as deployed: webhook secret and App key from Secrets Manager, 👀 inline (JWT, installation token, reaction at the GitHub double) | p50 {} / p90 {} / max {} (n={}; {reacted} of {} reacted) |",
+        ms(quantile(cold, 0.5)),
+        ms(quantile(cold, 0.9)),
+        ms(quantile(cold, 1.0)),
+        cold.len(),
+        cold.len()
+    )
 }
 
 /// The table rows: size, both implementations, and the cold-start ratio.

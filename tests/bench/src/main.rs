@@ -95,19 +95,31 @@ enum Cmd {
         /// The Node.js peer (`tests/bench/peer/lambda.mjs`).
         #[arg(long)]
         node_script: PathBuf,
-        /// moto's endpoint, and the table and queue `beckon aws init` made there.
+        /// moto's endpoint.
         #[arg(long)]
         endpoint: String,
-        #[arg(long)]
-        table: String,
-        #[arg(long)]
-        queue_url: String,
+        /// A table and a queue per configuration, each made by `beckon aws init`, in this order:
+        /// the bare function, the Node.js peer, the function as deployed. moto's DynamoDB slows as
+        /// a table fills, so each configuration starts on an empty one of its own.
+        #[arg(long, value_delimiter = ',')]
+        tables: Vec<String>,
+        #[arg(long, value_delimiter = ',')]
+        queue_urls: Vec<String>,
         /// Fresh processes per implementation.
         #[arg(long, default_value_t = 15)]
         cold: usize,
         /// Warm invocations in one process.
         #[arg(long, default_value_t = 100)]
         warm: usize,
+        /// With the two ARNs: also the cold start as deployed, as this GitHub App.
+        #[arg(long)]
+        app_id: Option<String>,
+        /// The Secrets Manager secret (on moto) holding the webhook secret.
+        #[arg(long)]
+        webhook_secret_arn: Option<String>,
+        /// The Secrets Manager secret (on moto) holding the App's private key (PEM).
+        #[arg(long)]
+        app_key_arn: Option<String>,
     },
     /// Worker scale: tasks per minute, CPU per task and RSS at these slot counts.
     Scale {
@@ -164,19 +176,34 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
-        Cmd::Lambda { function, node_script, endpoint, table, queue_url, cold, warm } => {
-            let aws = lambda::Aws { endpoint, table, queue_url };
-            let rust = lambda::Target { name: "Rust (github-webhook)", program: function.clone(), args: Vec::new() };
+        Cmd::Lambda {
+            function,
+            node_script,
+            endpoint,
+            tables,
+            queue_urls,
+            cold,
+            warm,
+            app_id,
+            webhook_secret_arn,
+            app_key_arn,
+        } => {
+            let [rust_aws, node_aws, deployed_aws] = lambda::Aws::each(&endpoint, &tables, &queue_urls)?;
+            let rust = lambda::Target::bare("Rust (github-webhook)", function.clone(), Vec::new());
             let node_args = vec![node_script.to_str().context("non-UTF-8 script path")?.to_owned()];
-            let node = lambda::Target {
-                name: "Node.js (@octokit/webhooks + AWS SDK v3)",
-                program: PathBuf::from("node"),
-                args: node_args,
-            };
-            let r = lambda::measure(&rust, &aws, cold, warm, 1_000_000).await?;
-            let n = lambda::measure(&node, &aws, cold, warm, 2_000_000).await?;
+            let node =
+                lambda::Target::bare("Node.js (@octokit/webhooks + AWS SDK v3)", PathBuf::from("node"), node_args);
+            let r = lambda::measure(&rust, &rust_aws, cold, warm, 1_000_000).await?;
+            let n = lambda::measure(&node, &node_aws, cold, warm, 2_000_000).await?;
             for row in lambda::rows(&function, &r, &n)? {
                 println!("{row}");
+            }
+            if let (Some(app_id), Some(webhook_secret_arn), Some(app_key_arn)) =
+                (app_id, webhook_secret_arn, app_key_arn)
+            {
+                let deployed = lambda::Deployed { app_id, webhook_secret_arn, app_key_arn };
+                let (samples, reacted) = lambda::cold_as_deployed(&function, &deployed_aws, &deployed, cold).await?;
+                println!("{}", lambda::deployed_row(&samples, reacted));
             }
         }
         Cmd::Scale { beckon, codex, slots } => {
