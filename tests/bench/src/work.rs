@@ -38,7 +38,7 @@ const TOKEN: &str = "ghp_bench_token_not_a_real_one_77aa";
 /// The Linear API key `beckon serve` is given and the Linear double accepts.
 const LINEAR_KEY: &str = "lin_api_bench_key_not_a_real_one_31c9";
 /// The Linear webhook signing secret.
-pub const LINEAR_SECRET: &str = "bench-linear-secret-8e2d51";
+const LINEAR_SECRET: &str = "bench-linear-secret-8e2d51";
 /// How long one task may take before the run is abandoned.
 const TASK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long `beckon serve` may take to stop after SIGTERM.
