@@ -1,16 +1,22 @@
 //! Runs the port conformance suite against DynamoDB + SQS FIFO on the moto emulator, one fresh
 //! table and queue per case (unique names), plus what only the AWS backend can show: the
-//! dead-letter redrive, receive counts across visibility timeouts, the sweeper healing a failed
-//! enqueue, `aws init` being idempotent, and tracker secrets read by ARN (an unfilled one is "not
-//! configured"). Every test needs moto (`scripts/test` starts it).
+//! dead-letter redrive, receive counts across visibility timeouts, one read of the thread per
+//! decision (`decide_and_apply`), the sweeper healing a failed enqueue, `aws init` being
+//! idempotent, and tracker secrets read by ARN (an unfilled one is "not configured"). Every test
+//! needs moto (`scripts/test` starts it).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 #[path = "support/moto.rs"]
 mod moto;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::operation::query::QueryInput;
 use aws_sdk_sqs::types::QueueAttributeName;
 use beckon_core::aws::provision::{self, Plan};
 use beckon_core::aws::secrets::Secrets;
@@ -19,7 +25,7 @@ use beckon_core::clock::{Clock, ManualClock};
 use beckon_core::conformance::{Backend, START};
 use beckon_core::decision::{Effect, NewTrigger, ReasonCode};
 use beckon_core::event::{GithubSubject, Placement, Subject, Tracker};
-use beckon_core::ledger::{Applied, Ledger, NewDelivery};
+use beckon_core::ledger::{Applied, Decide, Ledger, NewDelivery, ThreadQuery, ThreadSnapshot};
 use beckon_core::queue::{Queue, QueueError, QueueMessage};
 use beckon_core::sweep::{sweep, STRANDED_AFTER};
 use beckon_core::task::{Permission, TaskId, ThreadKey, Trigger, TriggerKind};
@@ -77,6 +83,56 @@ fn trigger(clock: &ManualClock, n: u32) -> (NewDelivery, Effect) {
         marks_assigned: false,
     });
     (delivery, effect)
+}
+
+/// Counts the DynamoDB `Query` calls a client makes.
+#[derive(Debug)]
+struct CountQueries(Arc<AtomicUsize>);
+
+impl Intercept for CountQueries {
+    fn name(&self) -> &'static str {
+        "CountQueries"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if context.input().downcast_ref::<QueryInput>().is_some() {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs moto: run scripts/test"]
+async fn decide_and_apply_reads_the_thread_once() {
+    let config = moto::sdk_config(&moto::endpoint());
+    let made = moto::fresh(&config, 5).await;
+    let queries = Arc::new(AtomicUsize::new(0));
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&config).interceptor(CountQueries(Arc::clone(&queries))).build(),
+    );
+    let clock = Arc::new(ManualClock::new(START));
+    let ledger = DynamoLedger::from_client(client, made.table_name, clock.clone());
+    let query = || {
+        let key = ThreadKey::new(&subject(), "agent");
+        Some(ThreadQuery { key, root_id: None, window_start: START })
+    };
+    for (n, expected) in [(1, "enqueued"), (2, "coalesced")] {
+        let (delivery, effect) = trigger(&clock, n);
+        let decide: Decide = Box::new(move |_: &ThreadSnapshot| (delivery, effect));
+        let before = queries.load(Ordering::SeqCst);
+        let (applied, reason) = ledger.decide_and_apply(query(), decide).await.unwrap();
+        assert_eq!(applied.reason(reason).to_string(), expected);
+        assert_eq!(
+            queries.load(Ordering::SeqCst) - before,
+            1,
+            "delivery {n}: one read of the thread for rules and write"
+        );
+    }
 }
 
 #[tokio::test]

@@ -10,7 +10,8 @@
 //! | delivery: fields, `expires_at` (TTL, epoch s), `expires_at_ms` | `DELIVERY#{id}` | `DELIVERY` | `DELIVERIES` / `{received:020}#{id}` |
 //!
 //! Access patterns: [`Ledger::thread`] and every decision read one consistent `Query` of the
-//! thread's partition (record, tasks, roots); a task by id is two consistent `GetItem`s (reference,
+//! thread's partition (record, tasks, roots); [`Ledger::decide_and_apply`] reads it once for the
+//! rules and the write's first attempt together; a task by id is two consistent `GetItem`s (reference,
 //! then task); transcripts are a consistent `Query` of the task's partition; operator listings
 //! (`tasks` without a thread, `deliveries`) and the sweeper's list read the GSI (eventually
 //! consistent; the sweeper re-reads each task consistently before trusting it). Expired deliveries
@@ -45,9 +46,10 @@ use aws_sdk_dynamodb::Client;
 use super::items::{self, n, s, Item};
 use super::{ledger_error, GSI1};
 use crate::clock::{Clock, Millis};
-use crate::decision::{Effect, NewTrigger};
+use crate::decision::{Effect, NewTrigger, ReasonCode};
 use crate::ledger::{
-    Applied, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadSnapshot, DELIVERY_TTL,
+    Applied, Decide, DeliveryRecord, Ledger, LedgerError, NewDelivery, TaskFilter, ThreadQuery, ThreadSnapshot,
+    DELIVERY_TTL,
 };
 use crate::task::{CancelReason, Coalesce, Task, TaskId, TaskState, ThreadKey, Transition, TransitionError};
 use crate::transcript::TranscriptEntry;
@@ -90,6 +92,19 @@ struct ThreadView {
 impl ThreadView {
     fn in_states<'a>(&'a self, states: &'a [TaskState]) -> impl Iterator<Item = &'a Task> + 'a {
         self.tasks.iter().filter(move |t| states.contains(&t.state))
+    }
+
+    /// What the trigger rules see of this thread (see [`Ledger::thread`]).
+    fn snapshot(&self, root_id: Option<&str>, window_start: Millis) -> ThreadSnapshot {
+        let runs = self.tasks.iter().filter(|t| t.created_at >= window_start).count();
+        ThreadSnapshot {
+            queued: self.in_states(&[TaskState::Queued]).next().map(|t| t.id.clone()),
+            active: self.in_states(&[TaskState::Dispatched, TaskState::Running]).last().map(|t| t.id.clone()),
+            runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
+            participates: root_id.is_some_and(|r| self.roots.contains(r)),
+            assigned_to_agent: self.assigned,
+            codex_thread_id: self.codex_thread_id.clone(),
+        }
     }
 }
 
@@ -437,6 +452,53 @@ impl DynamoLedger {
         })
     }
 
+    /// The in-process lock of `key`'s writers (see the module doc).
+    fn thread_lock(&self, key: &ThreadKey) -> Arc<tokio::sync::Mutex<()>> {
+        self.lock_for(format!("thread:{key}"))
+    }
+
+    /// [`Ledger::apply`] with the effect's thread lock held by the caller. The first attempt plans
+    /// on `first` when given (a view of the effect's thread read under that lock); every retry reads
+    /// the thread again.
+    async fn apply_locked(
+        &self,
+        delivery: &NewDelivery,
+        effect: &Effect,
+        mut first: Option<ThreadView>,
+    ) -> Result<Applied, LedgerError> {
+        let now = self.clock.now();
+        for attempt in 0..APPLY_ATTEMPTS {
+            // Cheap short-circuit for redeliveries; the conditional put below is the real guard.
+            if self.live_delivery(&delivery.id, now).await?.is_some() {
+                return Ok(Applied::Duplicate);
+            }
+            let view = match (thread_of(effect), first.take()) {
+                (Some(_), Some(view)) => view,
+                (Some(key), None) => self.read_thread(key).await?,
+                (None, _) => ThreadView::default(),
+            };
+            let plan = self.plan(&view, effect, now)?;
+            let record = DeliveryRecord {
+                id: delivery.id.clone(),
+                tracker: delivery.tracker,
+                event: delivery.event.clone(),
+                thread_key: delivery.thread_key.clone(),
+                reason: plan.applied.reason(delivery.reason),
+                task_id: plan.task_id.clone(),
+                received_at: now,
+                expires_at: now.plus(DELIVERY_TTL),
+            };
+            let mut writes = vec![self.put_delivery(&record, now)?];
+            writes.extend(plan.writes);
+            match self.commit(writes, true).await? {
+                None => return Ok(plan.applied),
+                Some(Lost::Duplicate) => return Ok(Applied::Duplicate),
+                Some(Lost::Race) => backoff(attempt).await,
+            }
+        }
+        Err(LedgerError::Contention(format!("delivery {}", delivery.id)))
+    }
+
     /// Lists one GSI partition of tasks, newest first, up to `limit`.
     async fn tasks_tagged(&self, tag: &str, limit: Option<usize>) -> Result<Vec<Task>, LedgerError> {
         let query = self
@@ -476,56 +538,41 @@ impl Ledger for DynamoLedger {
         root_id: Option<&str>,
         window_start: Millis,
     ) -> Result<ThreadSnapshot, LedgerError> {
-        let view = self.read_thread(thread_key).await?;
-        let runs = view.tasks.iter().filter(|t| t.created_at >= window_start).count();
-        let queued = view.in_states(&[TaskState::Queued]).next().map(|t| t.id.clone());
-        let active = view.in_states(&[TaskState::Dispatched, TaskState::Running]).last().map(|t| t.id.clone());
-        Ok(ThreadSnapshot {
-            queued,
-            active,
-            runs_in_window: u32::try_from(runs).unwrap_or(u32::MAX),
-            participates: root_id.is_some_and(|r| view.roots.contains(r)),
-            assigned_to_agent: view.assigned,
-            codex_thread_id: view.codex_thread_id,
-        })
+        Ok(self.read_thread(thread_key).await?.snapshot(root_id, window_start))
     }
 
     async fn apply(&self, delivery: &NewDelivery, effect: &Effect) -> Result<Applied, LedgerError> {
-        let lock = thread_of(effect).map(|k| self.lock_for(format!("thread:{k}")));
+        let lock = thread_of(effect).map(|k| self.thread_lock(k));
         let _guard = match &lock {
             Some(l) => Some(l.lock().await),
             None => None,
         };
-        let now = self.clock.now();
-        for attempt in 0..APPLY_ATTEMPTS {
-            // Cheap short-circuit for redeliveries; the conditional put below is the real guard.
-            if self.live_delivery(&delivery.id, now).await?.is_some() {
-                return Ok(Applied::Duplicate);
-            }
-            let view = match thread_of(effect) {
-                Some(key) => self.read_thread(key).await?,
-                None => ThreadView::default(),
-            };
-            let plan = self.plan(&view, effect, now)?;
-            let record = DeliveryRecord {
-                id: delivery.id.clone(),
-                tracker: delivery.tracker,
-                event: delivery.event.clone(),
-                thread_key: delivery.thread_key.clone(),
-                reason: plan.applied.reason(delivery.reason),
-                task_id: plan.task_id.clone(),
-                received_at: now,
-                expires_at: now.plus(DELIVERY_TTL),
-            };
-            let mut writes = vec![self.put_delivery(&record, now)?];
-            writes.extend(plan.writes);
-            match self.commit(writes, true).await? {
-                None => return Ok(plan.applied),
-                Some(Lost::Duplicate) => return Ok(Applied::Duplicate),
-                Some(Lost::Race) => backoff(attempt).await,
-            }
-        }
-        Err(LedgerError::Contention(format!("delivery {}", delivery.id)))
+        self.apply_locked(delivery, effect, None).await
+    }
+
+    /// One `Query` of the thread, under its lock, serves both the rules and the write's first
+    /// attempt (the trait's default reads it twice: once for the rules, once inside `apply`).
+    async fn decide_and_apply(
+        &self,
+        thread: Option<ThreadQuery>,
+        decide: Decide,
+    ) -> Result<(Applied, ReasonCode), LedgerError> {
+        let Some(q) = thread else {
+            let (delivery, effect) = decide(&ThreadSnapshot::default());
+            return Ok((self.apply(&delivery, &effect).await?, delivery.reason));
+        };
+        let lock = self.thread_lock(&q.key);
+        let guard = lock.lock().await;
+        let view = self.read_thread(&q.key).await?;
+        let (delivery, effect) = decide(&view.snapshot(q.root_id.as_deref(), q.window_start));
+        let applied = if thread_of(&effect) == Some(&q.key) {
+            self.apply_locked(&delivery, &effect, Some(view)).await?
+        } else {
+            // The rules chose an effect on another thread (or none): apply it as `apply` would.
+            drop(guard);
+            self.apply(&delivery, &effect).await?
+        };
+        Ok((applied, delivery.reason))
     }
 
     async fn transition(&self, id: &TaskId, transition: &Transition) -> Result<Task, LedgerError> {
