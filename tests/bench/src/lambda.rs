@@ -262,6 +262,18 @@ async fn answer(rx: oneshot::Receiver<Answer>, what: &str) -> anyhow::Result<Ans
     Ok(a)
 }
 
+/// Cold start `i` of `target`: a fresh Runtime API with `event` queued, then a fresh process; the
+/// time from just before its spawn to its answer. The process is killed after it answers.
+async fn cold_start(target: &Target, aws: &Aws, event: Value, i: usize) -> anyhow::Result<Duration> {
+    let mut runtime = Runtime::start().await?;
+    let rx = runtime.submit(event)?;
+    let started = Instant::now();
+    let mut child = spawn(target, &runtime, aws)?;
+    let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
+    let _ = child.kill().await;
+    Ok(a.answered.saturating_duration_since(started))
+}
+
 /// Figures for one implementation.
 pub struct Cost {
     pub name: &'static str,
@@ -277,14 +289,8 @@ pub async fn measure(target: &Target, aws: &Aws, cold: usize, warm: usize, first
     let mut n = first_n;
     let mut cold_samples = Vec::new();
     for i in 0..cold {
-        let mut runtime = Runtime::start().await?;
         n += 1;
-        let rx = runtime.submit(event(n, n)?)?;
-        let started = Instant::now();
-        let mut child = spawn(target, &runtime, aws)?;
-        let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
-        cold_samples.push(a.answered.saturating_duration_since(started));
-        let _ = child.kill().await;
+        cold_samples.push(cold_start(target, aws, event(n, n)?, i).await?);
     }
     let mut runtime = Runtime::start().await?;
     let mut child = spawn(target, &runtime, aws)?;
@@ -330,15 +336,9 @@ pub async fn cold_as_deployed(
     };
     let mut samples = Vec::new();
     for i in 0..cold {
-        let mut runtime = Runtime::start().await?;
         let n = 3_000_000 + i as u64;
         let comment_id = double.add_comment(n, "@agent please fix the flaky test", "octocat");
-        let rx = runtime.submit(event(n, comment_id)?)?;
-        let started = Instant::now();
-        let mut child = spawn(&target, &runtime, aws)?;
-        let a = answer(rx, &format!("{} cold start {i}", target.name)).await?;
-        samples.push(a.answered.saturating_duration_since(started));
-        let _ = child.kill().await;
+        samples.push(cold_start(&target, aws, event(n, comment_id)?, i).await?);
     }
     // Inline: a reaction the function made is on the double before its answer was sent.
     let reacted = double.reactions().iter().filter(|(_, content)| content == "eyes").count();
