@@ -13,7 +13,8 @@
 //!   id (two webhooks on one repository deliver the same comment under two ids).
 //! - **Decide, then apply**: [`Ledger::decide_and_apply`] hands the rules (a closure from ingest)
 //!   the thread's snapshot and applies what they return, as `apply` would; a backend may do both in
-//!   one transaction (SQLite does), so the decision is taken on the state it changes.
+//!   one transaction (SQLite does), so the decision is taken on the state it changes, or read the
+//!   thread once for both (DynamoDB does).
 //! - **Conditional transitions**: [`Ledger::transition`] reads the task, runs the pure
 //!   [`Task::apply`], and writes only if the task's `version` is unchanged; lost races are retried
 //!   internally, rule violations come back as [`LedgerError::Transition`].
@@ -217,7 +218,9 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// The default reads, then applies: between the two another writer may change the thread,
     /// and `apply` copes with that as it does for any caller (its writes are conditional), but
     /// the decision itself was taken on the older snapshot. A backend that can run all three in
-    /// one transaction overrides this, so the decision is taken on the state it is applied to.
+    /// one transaction overrides this, so the decision is taken on the state it is applied to
+    /// (SQLite); one that reads the thread inside `apply` anyway may override it to read once
+    /// (DynamoDB).
     ///
     /// # Errors
     /// As [`Ledger::thread`] and [`Ledger::apply`]; nothing was written.
