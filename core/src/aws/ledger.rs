@@ -11,8 +11,8 @@
 //!
 //! Access patterns: [`Ledger::thread`] and every decision read one consistent `Query` of the
 //! thread's partition (record, tasks, roots); [`Ledger::decide_and_apply`] reads it once for the
-//! rules and the write's first attempt together; a task by id is two consistent `GetItem`s (reference,
-//! then task); transcripts are a consistent `Query` of the task's partition; operator listings
+//! rules and the write's first attempt together; a task by id is two consistent `GetItem`s
+//! (reference, then task); transcripts are a consistent `Query` of the task's partition; operator listings
 //! (`tasks` without a thread, `deliveries`) and the sweeper's list read the GSI (eventually
 //! consistent; the sweeper re-reads each task consistently before trusting it). Expired deliveries
 //! are filtered on every read (TTL deletion is lazy) and may be overwritten by a redelivery.
